@@ -1,0 +1,29 @@
+import type { LostReason } from './errors.js';
+
+/**
+ * What `Leasehold` needs from a topology: one store (the mutex) or several (Redlock).
+ * The engine speaks in outcomes and validity deadlines on the monotonic clock; the lease keeper
+ * and the waiting logic above it are the same for every topology.
+ */
+export type Attempt =
+  | { readonly acquired: true; readonly fencingToken: number; readonly validUntil: number }
+  /** `retryIn`: ms after which trying again is worth it (the holder's lease), or -1 if unknown. */
+  | { readonly acquired: false; readonly retryIn: number };
+
+export type ExtendOutcome =
+  | { readonly extended: true; readonly validUntil: number }
+  | { readonly extended: false; readonly reason: LostReason };
+
+export interface LockEngine {
+  /** One acquisition attempt. Throws RedisUnavailableError / QuorumError when the backend fails. */
+  attempt(name: string, owner: string, ttl: number): Promise<Attempt>;
+  /** Extend the lease of `owner` to `ttl` ms from now. Throws when the backend fails. */
+  extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
+  /** Release; true when this call deleted our lock. Throws when the backend fails. */
+  release(name: string, owner: string): Promise<boolean>;
+  /** Listen for releases of `name`; resolves when listening. Returns the function that stops it. */
+  subscribe(name: string, onRelease: () => void): Promise<() => void>;
+  /** Whether releases are announced at all (memory and Redis: yes). Without, waiters back off and retry. */
+  readonly announcesRelease: boolean;
+  close(): Promise<void>;
+}

@@ -1,0 +1,112 @@
+/**
+ * Every error leasehold throws is a {@link LockError} with a stable `code`.
+ * Subclasses exist only where a caller branches on the kind of failure.
+ */
+
+/** Stable machine-readable codes carried by every {@link LockError}. */
+export const ErrorCode = Object.freeze({
+  /** An argument or option was invalid; the message names it and the value given. */
+  INVALID_ARGUMENT: 'INVALID_ARGUMENT',
+  /** The `wait` budget ran out while another owner held the lock. */
+  TIMEOUT: 'LOCK_TIMEOUT',
+  /** The lease is no longer ours: it expired, or another owner holds the lock. */
+  LOST: 'LOCK_LOST',
+  /** The backend did not answer in time or the connection failed. */
+  UNAVAILABLE: 'REDIS_UNAVAILABLE',
+  /** Redlock: too few nodes agreed. */
+  QUORUM: 'LOCK_QUORUM',
+  /** The backend answered with an error that is not about reachability (e.g. WRONGTYPE). */
+  STORE: 'STORE_ERROR',
+  /** A call was made on a `Leasehold` after `close()`. */
+  CLOSED: 'CLOSED',
+} as const);
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Base class of every error leasehold throws. */
+export class LockError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** `acquire` waited its whole `wait` budget and the lock stayed held by someone else. */
+export class LockTimeoutError extends LockError {
+  readonly lockName: string;
+  readonly waited: number;
+
+  constructor(lockName: string, waited: number, options?: { cause?: unknown }) {
+    super(ErrorCode.TIMEOUT, `timed out after ${waited} ms waiting for lock "${lockName}"`, options);
+    this.lockName = lockName;
+    this.waited = waited;
+  }
+}
+
+/**
+ * Why a lease was lost:
+ * - `not-owner`: the backend holds the lock for another owner;
+ * - `expired`: the backend no longer holds the lock at all;
+ * - `validity-elapsed`: this client's monotonic clock ran past the lease before an extension was
+ *   confirmed (a pause, a blocked event loop, an unreachable or slow backend);
+ * - `closed`: the `Leasehold` instance was closed while the lock was held;
+ * - `released`: thrown by `extend()` on a lock this process already released (the signal does not abort on release).
+ */
+export type LostReason = 'not-owner' | 'expired' | 'validity-elapsed' | 'closed' | 'released';
+
+/** The lease is no longer ours. Also the `reason` of an aborted `lock.signal`. */
+export class LockLostError extends LockError {
+  readonly lockName: string;
+  readonly reason: LostReason;
+  readonly fencingToken: number;
+
+  constructor(lockName: string, reason: LostReason, fencingToken: number, options?: { cause?: unknown }) {
+    super(ErrorCode.LOST, `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}`, options);
+    this.lockName = lockName;
+    this.reason = reason;
+    this.fencingToken = fencingToken;
+  }
+}
+
+/** The backend could not be reached or did not answer within `commandTimeout`. */
+export class RedisUnavailableError extends LockError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(ErrorCode.UNAVAILABLE, message, options);
+  }
+}
+
+/** One node's part in a Redlock decision. */
+export interface NodeOutcome {
+  /** Index of the node in the array given to `Leasehold`. */
+  readonly node: number;
+  /** What the node answered, or `error` when it failed or timed out. */
+  readonly outcome: 'acquired' | 'held' | 'extended' | 'released' | 'not-owner' | 'expired' | 'error' | 'no-answer';
+  /** The node's error, when `outcome` is `error`. */
+  readonly cause?: unknown;
+}
+
+/** Redlock: fewer than a quorum of nodes agreed. Carries every node's outcome. */
+export class QuorumError extends LockError {
+  readonly lockName: string;
+  readonly quorum: number;
+  readonly nodes: readonly NodeOutcome[];
+
+  constructor(lockName: string, action: string, quorum: number, nodes: readonly NodeOutcome[]) {
+    const summary = nodes.map((n) => `#${n.node}:${n.outcome}`).join(' ');
+    super(ErrorCode.QUORUM, `${action} "${lockName}" reached no quorum of ${quorum}: ${summary}`);
+    this.lockName = lockName;
+    this.quorum = quorum;
+    this.nodes = nodes;
+  }
+}
+
+export function invalidArgument(message: string): LockError {
+  return new LockError(ErrorCode.INVALID_ARGUMENT, message);
+}
+
+export function closedError(): LockError {
+  return new LockError(ErrorCode.CLOSED, 'this Leasehold instance is closed');
+}

@@ -1,0 +1,362 @@
+import { EventEmitter } from 'node:events';
+import { now } from './core/clock.js';
+import { DEFAULTS, type WhenUnavailable } from './core/defaults.js';
+import type { LockEngine } from './core/engine.js';
+import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
+import { LeaseKeeper } from './core/lease-keeper.js';
+import { newOwnerToken } from './core/owner.js';
+import * as validate from './core/validate.js';
+import { WaitQueues } from './core/waiting.js';
+import { Lock, type LockContext } from './locks/lock.js';
+import { MutexEngine } from './locks/mutex.js';
+import { RedlockEngine } from './locks/redlock.js';
+import { type Backend, resolveStore } from './store/resolve.js';
+
+/** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
+export interface LeaseholdOptions {
+  /** Prefix of every key and channel. Default `'leasehold'`. */
+  prefix?: string;
+  /** Default lease length in ms for this instance. Default 30_000. */
+  ttl?: number;
+  /** Default ms `acquire` waits for a held lock. Default 10_000. */
+  wait?: number;
+  /** Default for the watchdog (extend every ttl/3 while held). Default true. */
+  autoExtend?: boolean;
+  /** A backend call unanswered after this many ms fails with RedisUnavailableError. Default 2_000. */
+  commandTimeout?: number;
+  /** Fraction of the ttl subtracted from the client's view of validity for clock drift. Default 0.01. */
+  driftFactor?: number;
+  /** Redlock: how many nodes must agree. Default ⌊N/2⌋+1. */
+  quorum?: number;
+}
+
+export interface AcquireOptions {
+  /** Lease length in ms. Default 30_000 (or the instance's `ttl`). */
+  ttl?: number;
+  /** ms to wait while another owner holds the lock; 0 tries once. Default 10_000 (or the instance's `wait`). */
+  wait?: number;
+  /** Aborts the wait: `acquire` rejects with the signal's reason and leaves nothing behind. */
+  signal?: AbortSignal;
+  /** Extend the lease every ttl/3 while held. Default true (or the instance's `autoExtend`). */
+  autoExtend?: boolean;
+}
+
+export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
+
+export interface WithLockOptions extends AcquireOptions {
+  /**
+   * When the backend is unreachable: `'fail'` rejects with RedisUnavailableError (fail closed: for
+   * work that must not run twice); `'skip'` does not run the work; `'run'` runs it unlocked (for
+   * idempotent work only; `lock` is then null). Default `'fail'`.
+   */
+  whenUnavailable?: WhenUnavailable;
+}
+
+export type TryWithLockOptions = Omit<WithLockOptions, 'wait'>;
+
+export type TryResult<T> = { ran: true; value: T } | { ran: false; reason: 'locked' | 'unavailable' };
+
+/** The work run under a lock: `signal` aborts if the lease is lost. */
+export type Work<T, L = Lock> = (signal: AbortSignal, lock: L) => Promise<T> | T;
+
+export interface LockEvent {
+  readonly name: string;
+  readonly fencingToken: number;
+}
+
+/** Events a Leasehold instance emits. No event is called 'error': a missing listener never crashes the process. */
+export interface LeaseholdEvents {
+  acquired: [LockEvent & { readonly waited: number }];
+  released: [LockEvent & { readonly released: boolean }];
+  extended: [LockEvent & { readonly expiresIn: number }];
+  lost: [LockEvent & { readonly error: LockLostError }];
+  /** A watchdog extension failed; it retries until the lease's validity runs out. */
+  extendFailed: [LockEvent & { readonly error: unknown }];
+  /** withLock could not release after the work (the lease then ends by its ttl). */
+  releaseFailed: [LockEvent & { readonly error: unknown }];
+  /** A background failure not tied to one lock (the subscriber connection, an unsubscribe). */
+  backendError: [{ readonly error: unknown }];
+}
+
+const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
+const NEVER_ABORTED = new AbortController().signal;
+
+interface Resolved {
+  readonly ttl: number;
+  readonly wait: number;
+  readonly autoExtend: boolean;
+  readonly signal: AbortSignal | undefined;
+}
+
+/**
+ * Locks and leases on one Redis (a client or a cluster), on several independent Redis masters
+ * (Redlock, when given an array), or on a Store such as `new MemoryStore()`.
+ */
+export class Leasehold extends EventEmitter<LeaseholdEvents> {
+  readonly #engine: LockEngine;
+  readonly #keeper = new LeaseKeeper();
+  readonly #waits: WaitQueues;
+  readonly #held = new Set<Lock>();
+  readonly #ttl: number;
+  readonly #wait: number;
+  readonly #autoExtend: boolean;
+  readonly #context: LockContext;
+  #closed = false;
+
+  constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
+    super();
+    const o = validate.options(options, 'Leasehold options');
+    this.#ttl = validate.optionalDuration(o.ttl, 'ttl', 1, DEFAULTS.ttl);
+    this.#wait = validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait);
+    this.#autoExtend = validate.optionalBoolean(o.autoExtend, 'autoExtend', DEFAULTS.autoExtend);
+    const onBackendError = (error: unknown) => this.#emit('backendError', { error });
+    const common = {
+      prefix: validate.prefix(o.prefix),
+      commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
+      driftFactor: validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor),
+      driftConstant: DEFAULTS.driftConstant,
+    };
+    if (Array.isArray(backend)) {
+      if (backend.length === 0) throw validate.invalidBackends();
+      const stores = backend.map((b: unknown) => resolveStore(b, onBackendError));
+      this.#engine = new RedlockEngine(stores, { ...common, quorum: validate.quorum(o.quorum, stores.length) });
+    } else {
+      const { store, owned } = resolveStore(backend, onBackendError);
+      this.#engine = new MutexEngine(store, owned, common);
+    }
+    this.#waits = new WaitQueues(onBackendError);
+    this.#context = {
+      keeper: this.#keeper,
+      extend: (name, owner, ttl) => this.#engine.extend(name, owner, ttl),
+      release: async (lock) => {
+        const released = await this.#engine.release(lock.name, lock.owner);
+        this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
+        return released;
+      },
+      onLost: (lock, error) => this.#emit('lost', { name: lock.name, fencingToken: lock.fencingToken, error }),
+      onExtended: (lock) =>
+        this.#emit('extended', { name: lock.name, fencingToken: lock.fencingToken, expiresIn: lock.expiresIn() }),
+      onExtendError: (lock, error) =>
+        this.#emit('extendFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+      onDone: (lock) => {
+        this.#held.delete(lock);
+      },
+    };
+  }
+
+  /** Emit without letting a throwing listener break the lease state machine or a timer. */
+  #emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void {
+    try {
+      (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args);
+    } catch (error) {
+      process.nextTick(() => {
+        throw error;
+      });
+    }
+  }
+
+  #resolve(options: unknown, what: string, waits: boolean): Resolved {
+    if (this.#closed) throw closedError();
+    const o = validate.options(options, what);
+    return {
+      ttl: validate.optionalDuration(o.ttl, 'ttl', 1, this.#ttl),
+      wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, this.#wait) : 0,
+      autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', this.#autoExtend),
+      signal: validate.optionalSignal(o.signal),
+    };
+  }
+
+  /**
+   * Acquire `name`, waiting up to `wait` ms while another owner holds it (woken by its release,
+   * or by a timer bounded by its remaining lease). Rejects with LockTimeoutError when the wait runs
+   * out, RedisUnavailableError when the backend fails, or the signal's reason when aborted.
+   */
+  async acquire(name: string, options?: AcquireOptions): Promise<Lock> {
+    validate.lockName(name);
+    return this.#acquire(name, this.#resolve(options, 'acquire options', true));
+  }
+
+  /** One attempt, never waits: the Lock, or null when another owner holds it. */
+  async tryAcquire(name: string, options?: TryAcquireOptions): Promise<Lock | null> {
+    validate.lockName(name);
+    const resolved = this.#resolve(options, 'tryAcquire options', false);
+    try {
+      return await this.#acquire(name, resolved);
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return null;
+      throw error;
+    }
+  }
+
+  async #acquire(name: string, o: Resolved): Promise<Lock> {
+    const { signal } = o;
+    if (signal?.aborted) throw signal.reason;
+    const owner = newOwnerToken();
+    const started = now();
+    const deadline = started + o.wait;
+    // Newcomers queue behind this instance's waiters instead of barging past them.
+    if (o.wait === 0 || !this.#waits.has(name)) {
+      const first = await this.#try(name, owner, o, started);
+      if (first.lock) return first.lock;
+      if (o.wait === 0) throw new LockTimeoutError(name, 0);
+    }
+    const waiter = this.#waits.join(name, (onRelease) => this.#engine.subscribe(name, onRelease));
+    try {
+      await waiter.ready();
+      for (;;) {
+        if (signal?.aborted) throw signal.reason;
+        waiter.trying();
+        const next = await this.#try(name, owner, o, started);
+        if (next.lock) return next.lock;
+        const remaining = deadline - now();
+        if (remaining <= 0) throw new LockTimeoutError(name, Math.round(now() - started));
+        const hint = next.retryIn >= 0 ? next.retryIn + DEFAULTS.expiryMargin : remaining;
+        await waiter.park(Math.min(hint, remaining), signal);
+      }
+    } finally {
+      waiter.leave();
+    }
+  }
+
+  async #try(name: string, owner: string, o: Resolved, started: number): Promise<{ lock?: Lock; retryIn: number }> {
+    if (this.#closed) throw closedError();
+    const attempt = await this.#engine.attempt(name, owner, o.ttl);
+    if (!attempt.acquired) return { retryIn: attempt.retryIn };
+    if (this.#closed || o.signal?.aborted) {
+      // Won the lock but nobody will use it: give it back before reporting why.
+      await this.#engine.release(name, owner).catch(() => undefined);
+      if (this.#closed) throw closedError();
+      throw o.signal?.reason;
+    }
+    const lock = new Lock(
+      {
+        name,
+        owner,
+        fencingToken: attempt.fencingToken,
+        ttl: o.ttl,
+        validUntil: attempt.validUntil,
+        autoExtend: o.autoExtend,
+      },
+      this.#context,
+    );
+    this.#held.add(lock);
+    this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
+    return { lock, retryIn: 0 };
+  }
+
+  /**
+   * Acquire (waiting per `wait`), run `work`, always release. The lease is extended while the work
+   * runs, and `signal` aborts if it is lost. The work's own error is never replaced by a release
+   * error; a failed release after the work is reported as a `releaseFailed` event, not thrown
+   * (throwing would invite a caller to retry work that already ran).
+   */
+  withLock<T>(name: string, work: Work<T>): Promise<T>;
+  withLock<T>(name: string, options: WithLockOptions & { whenUnavailable?: 'fail' }, work: Work<T>): Promise<T>;
+  withLock<T>(
+    name: string,
+    options: WithLockOptions & { whenUnavailable: 'run' },
+    work: Work<T, Lock | null>,
+  ): Promise<T>;
+  withLock<T>(
+    name: string,
+    options: WithLockOptions & { whenUnavailable: 'skip' },
+    work: Work<T>,
+  ): Promise<T | undefined>;
+  withLock<T>(name: string, options: WithLockOptions, work: Work<T, Lock | null>): Promise<T | undefined>;
+  async withLock<T>(
+    name: string,
+    optionsOrWork: WithLockOptions | Work<T, never>,
+    maybeWork?: Work<T, never>,
+  ): Promise<T | undefined> {
+    const [options, work] =
+      typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
+    validate.lockName(name);
+    validate.fn(work, 'withLock work');
+    const o = validate.options(options, 'withLock options');
+    const whenUnavailable = validate.optionalWhenUnavailable(o.whenUnavailable, TRY_WHEN_UNAVAILABLE);
+    const resolved = this.#resolve(options, 'withLock options', true);
+    let lock: Lock;
+    try {
+      lock = await this.#acquire(name, resolved);
+    } catch (error) {
+      if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
+      if (whenUnavailable === 'skip') return undefined;
+      return (work as Work<T, Lock | null>)(NEVER_ABORTED, null);
+    }
+    return this.#runHeld(lock, work as Work<T, Lock | null>);
+  }
+
+  /**
+   * Never waits: runs `work` under the lock if it is free, else reports why it did not run.
+   * With `whenUnavailable: 'fail'` (the default) an unreachable backend rejects with RedisUnavailableError.
+   */
+  tryWithLock<T>(name: string, work: Work<T>): Promise<TryResult<T>>;
+  tryWithLock<T>(
+    name: string,
+    options: TryWithLockOptions & { whenUnavailable?: 'fail' | 'skip' },
+    work: Work<T>,
+  ): Promise<TryResult<T>>;
+  tryWithLock<T>(name: string, options: TryWithLockOptions, work: Work<T, Lock | null>): Promise<TryResult<T>>;
+  async tryWithLock<T>(
+    name: string,
+    optionsOrWork: TryWithLockOptions | Work<T, never>,
+    maybeWork?: Work<T, never>,
+  ): Promise<TryResult<T>> {
+    const [options, work] =
+      typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
+    validate.lockName(name);
+    validate.fn(work, 'tryWithLock work');
+    const o = validate.options(options, 'tryWithLock options');
+    const whenUnavailable = validate.optionalWhenUnavailable(o.whenUnavailable, TRY_WHEN_UNAVAILABLE);
+    const resolved = this.#resolve(options, 'tryWithLock options', false);
+    let lock: Lock;
+    try {
+      lock = await this.#acquire(name, resolved);
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return { ran: false, reason: 'locked' };
+      if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
+      if (whenUnavailable === 'skip') return { ran: false, reason: 'unavailable' };
+      return { ran: true, value: await (work as Work<T, Lock | null>)(NEVER_ABORTED, null) };
+    }
+    return { ran: true, value: await this.#runHeld(lock, work as Work<T, Lock | null>) };
+  }
+
+  async #runHeld<T>(lock: Lock, work: Work<T, Lock | null>): Promise<T> {
+    try {
+      return await work(lock.signal, lock);
+    } finally {
+      await lock
+        .release()
+        .catch((error: unknown) =>
+          this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+        );
+    }
+  }
+
+  /** Locks this instance holds right now. */
+  get heldCount(): number {
+    return this.#held.size;
+  }
+
+  /** @internal For tests: timers kept and wait queues open. */
+  get internals(): { timers: number; waitQueues: number; held: number } {
+    return { timers: this.#keeper.size, waitQueues: this.#waits.size, held: this.#held.size };
+  }
+
+  /**
+   * Stop every watchdog timer (held locks' signals abort with reason 'closed'; their leases end by
+   * ttl) and close the subscriber connection this instance opened. Never closes the caller's client.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#keeper.stopAll();
+    for (const lock of [...this.#held]) lock.abandon();
+    this.#held.clear();
+    await this.#engine.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

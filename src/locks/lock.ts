@@ -1,0 +1,199 @@
+import { now } from '../core/clock.js';
+import { DEFAULTS } from '../core/defaults.js';
+import type { ExtendOutcome } from '../core/engine.js';
+import { LockLostError, type LostReason } from '../core/errors.js';
+import type { Kept, LeaseKeeper } from '../core/lease-keeper.js';
+import { duration } from '../core/validate.js';
+
+/** What a Lock handle calls on its way: the engine's extend/release and the instance's events. */
+export interface LockContext {
+  readonly keeper: LeaseKeeper;
+  extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
+  release(lock: Lock): Promise<boolean>;
+  onLost(lock: Lock, error: LockLostError): void;
+  onExtended(lock: Lock): void;
+  onExtendError(lock: Lock, error: unknown): void;
+  onDone(lock: Lock): void;
+}
+
+export interface LockInit {
+  readonly name: string;
+  readonly owner: string;
+  readonly fencingToken: number;
+  readonly ttl: number;
+  readonly validUntil: number;
+  readonly autoExtend: boolean;
+}
+
+type State = 'held' | 'lost' | 'released';
+
+/**
+ * A held lock: one acquisition, with its owner token and fencing token. While held, the watchdog
+ * extends it every ttl/3; it is lost when an extension finds it is not ours, or when its validity
+ * ran out on the monotonic clock before an extension was confirmed. Lost is final.
+ */
+export class Lock implements AsyncDisposable {
+  /** The lock's name, as given to acquire. */
+  readonly name: string;
+  /** This acquisition's random owner token (128 bits, base64url). */
+  readonly owner: string;
+  /** Strictly increasing per lock name, across all owners, for ever. Hand it to the protected resource. */
+  readonly fencingToken: number;
+  readonly #controller = new AbortController();
+  readonly #context: LockContext;
+  readonly #autoExtend: boolean;
+  #ttl: number;
+  #validUntil: number;
+  #nextExtendAt: number;
+  #state: State = 'held';
+  #lostError: LockLostError | undefined;
+  #extending: Promise<void> | undefined;
+  readonly #kept: Kept = { tick: () => this.#tick() };
+
+  /** @internal Created by Leasehold on acquisition. */
+  constructor(init: LockInit, context: LockContext) {
+    this.name = init.name;
+    this.owner = init.owner;
+    this.fencingToken = init.fencingToken;
+    this.#ttl = init.ttl;
+    this.#validUntil = init.validUntil;
+    this.#autoExtend = init.autoExtend;
+    this.#context = context;
+    this.#nextExtendAt = now() + init.ttl / DEFAULTS.extendDivisor;
+    this.#schedule();
+  }
+
+  /** Aborted, with a LockLostError as its reason, the moment the lease is lost. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  /** ms of validity left by this client's monotonic clock, drift already subtracted; 0 once lost or released. */
+  expiresIn(): number {
+    if (this.#state !== 'held') return 0;
+    return Math.max(0, Math.floor(this.#validUntil - now()));
+  }
+
+  /**
+   * Reset the lease to `ttl` ms (default: the ttl it was acquired with; later watchdog extensions
+   * use the new one). Rejects with LockLostError if the lease is no longer ours, and with
+   * RedisUnavailableError if the backend did not confirm (the lease is then not lost yet).
+   */
+  async extend(ttl?: number): Promise<void> {
+    const next = ttl === undefined ? this.#ttl : duration(ttl, 'ttl', 1);
+    while (this.#extending) await this.#extending.catch(() => {});
+    this.#throwIfNotHeld();
+    this.#ttl = next;
+    const run = this.#runExtend(true);
+    this.#extending = run;
+    try {
+      await run;
+    } finally {
+      if (this.#extending === run) this.#extending = undefined;
+      this.#schedule();
+    }
+    this.#throwIfNotHeld();
+  }
+
+  /**
+   * Release the lock. True if this call deleted our lock; false if it had already expired or passed
+   * to another owner (it never deletes another owner's lock) or was already released. Rejects with
+   * RedisUnavailableError when the backend could not be asked; the lease then ends by its ttl.
+   */
+  async release(): Promise<boolean> {
+    if (this.#state === 'released') return false;
+    this.#state = 'released';
+    this.#context.keeper.cancel(this.#kept);
+    this.#context.onDone(this);
+    return this.#context.release(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+
+  /** @internal Stop keeping this lease without releasing it (Leasehold.close). */
+  abandon(): void {
+    this.#lose('closed');
+  }
+
+  #throwIfNotHeld(): void {
+    if (this.#state === 'lost' && this.#lostError) throw this.#lostError;
+    if (this.#state === 'released') throw new LockLostError(this.name, 'released', this.fencingToken);
+  }
+
+  #schedule(): void {
+    if (this.#state !== 'held') return;
+    const at = this.#autoExtend && !this.#extending ? Math.min(this.#nextExtendAt, this.#validUntil) : this.#validUntil;
+    this.#context.keeper.schedule(this.#kept, at);
+  }
+
+  #tick(): void {
+    if (this.#state !== 'held') return;
+    if (now() >= this.#validUntil) {
+      this.#lose('validity-elapsed');
+      return;
+    }
+    if (this.#autoExtend && !this.#extending && now() >= this.#nextExtendAt) {
+      const run = this.#runExtend(false);
+      this.#extending = run;
+      // #runExtend(false) never rejects: a watchdog failure becomes a retry or a lost lease.
+      void run.then(() => {
+        if (this.#extending === run) this.#extending = undefined;
+        this.#schedule();
+      });
+      // While the extension is in flight, the timer guards the validity deadline alone.
+    }
+    this.#schedule();
+  }
+
+  /** One extension. `explicit`: the caller awaits it and sees backend errors; the watchdog never throws. */
+  async #runExtend(explicit: boolean): Promise<void> {
+    const deadline = this.#validUntil;
+    const ttl = this.#ttl;
+    let outcome: ExtendOutcome;
+    try {
+      outcome = await this.#context.extend(this.name, this.owner, ttl);
+    } catch (error) {
+      if (this.#state !== 'held') return;
+      this.#nextExtendAt = now() + Math.max(1, ttl * DEFAULTS.extendRetryFraction);
+      this.#context.onExtendError(this, error);
+      if (explicit) throw error;
+      return;
+    }
+    if (this.#state !== 'held') return;
+    // A confirmation that arrives after our validity ran out does not revive the lease.
+    if (now() >= deadline) {
+      this.#lose('validity-elapsed');
+      return;
+    }
+    if (!outcome.extended) {
+      this.#lose(outcome.reason);
+      return;
+    }
+    this.#validUntil = outcome.validUntil;
+    this.#nextExtendAt = now() + ttl / DEFAULTS.extendDivisor;
+    this.#context.onExtended(this);
+  }
+
+  #lose(reason: LostReason): void {
+    if (this.#state !== 'held') return;
+    this.#state = 'lost';
+    this.#context.keeper.cancel(this.#kept);
+    const error = new LockLostError(this.name, reason, this.fencingToken);
+    this.#lostError = error;
+    this.#context.onDone(this);
+    this.#controller.abort(error);
+    this.#context.onLost(this, error);
+  }
+
+  /** @internal The error the lease was lost with, if it was. */
+  get lostError(): LockLostError | undefined {
+    return this.#lostError;
+  }
+
+  /** @internal Whether the lease is still held. */
+  get held(): boolean {
+    return this.#state === 'held';
+  }
+}

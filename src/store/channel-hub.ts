@@ -1,0 +1,71 @@
+/**
+ * Reference-counted channel subscriptions over one subscriber connection. Many waiters on the
+ * same lock share one SUBSCRIBE; the last one to leave sends the UNSUBSCRIBE.
+ */
+export interface ChannelTransport {
+  subscribe(channel: string): Promise<void>;
+  unsubscribe(channel: string): Promise<void>;
+}
+
+interface Entry {
+  readonly listeners: Set<() => void>;
+  readonly ready: Promise<void>;
+}
+
+export class ChannelHub {
+  readonly #transport: ChannelTransport;
+  readonly #entries = new Map<string, Entry>();
+  readonly #onError: (error: unknown) => void;
+
+  constructor(transport: ChannelTransport, onError: (error: unknown) => void = () => {}) {
+    this.#transport = transport;
+    this.#onError = onError;
+  }
+
+  /** Call every listener of `channel` (the transport calls this on each message). */
+  deliver(channel: string): void {
+    const entry = this.#entries.get(channel);
+    if (!entry) return;
+    for (const listener of [...entry.listeners]) listener();
+  }
+
+  async subscribe(channel: string, listener: () => void): Promise<() => void> {
+    let entry = this.#entries.get(channel);
+    if (!entry) {
+      const created: Entry = { listeners: new Set(), ready: this.#transport.subscribe(channel) };
+      entry = created;
+      this.#entries.set(channel, created);
+      created.ready.catch(() => {
+        // A failed SUBSCRIBE must not stick: the next waiter tries again.
+        if (this.#entries.get(channel) === created) this.#entries.delete(channel);
+      });
+    }
+    const current = entry;
+    current.listeners.add(listener);
+    try {
+      await current.ready;
+    } catch (error) {
+      current.listeners.delete(listener);
+      throw error;
+    }
+    let active = true;
+    return () => {
+      if (!active) return;
+      active = false;
+      current.listeners.delete(listener);
+      if (current.listeners.size === 0 && this.#entries.get(channel) === current) {
+        this.#entries.delete(channel);
+        this.#transport.unsubscribe(channel).catch(this.#onError);
+      }
+    };
+  }
+
+  /** Channels with at least one listener. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  clear(): void {
+    this.#entries.clear();
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Every key and channel name leasehold uses is built here.
+ *
+ * All keys of one lock share a hash slot: the lock's name sits inside the first `{…}`, so
+ * Redis Cluster routes the lock, its fencing counter and its release channel to one node.
+ * The fencing counter is a key of its own that never expires and is never deleted with the lock:
+ * deleting it would restart the sequence and let a stale token look new.
+ */
+export interface LockKeys {
+  /** The lease itself: value = owner token, PX = ttl. */
+  readonly lock: string;
+  /** Fencing counter: INCR on every acquisition, no TTL. */
+  readonly fence: string;
+  /** Pub/sub channel that a release publishes on, to wake one waiter per instance. */
+  readonly channel: string;
+}
+
+export function lockKeys(prefix: string, name: string): LockKeys {
+  const base = `${prefix}:{${name}}`;
+  return { lock: base, fence: `${base}:fence`, channel: `${base}:released` };
+}
+
+/** Pattern matching every lock key under a prefix (used by operator tooling). */
+export function lockKeyPattern(prefix: string): string {
+  return `${prefix}:{*}`;
+}
+
+/** The lock name inside a lock key, or null when the key is not a lock key of this prefix. */
+export function nameFromLockKey(prefix: string, key: string): string | null {
+  const head = `${prefix}:{`;
+  if (!key.startsWith(head) || !key.endsWith('}')) return null;
+  return key.slice(head.length, -1);
+}

@@ -1,0 +1,92 @@
+import { now } from '../../core/clock.js';
+import { ChannelHub } from '../channel-hub.js';
+import type { LockKeys } from '../keys.js';
+import { type AcquireReply, type ExtendReply, type LockState, type ReleaseReply, STORE, type Store } from '../port.js';
+
+interface Lease {
+  owner: string;
+  expiresAt: number;
+}
+
+/**
+ * An in-process store with the same semantics as the Redis scripts: atomic acquire with a lease
+ * and a fencing counter that never resets, owner-checked release and extend, and a release
+ * channel. Every call answers asynchronously, as a network store would. It coordinates only the
+ * `Leasehold` instances of one process: the embedded default for demos and unit tests.
+ */
+export class MemoryStore implements Store {
+  readonly [STORE] = true;
+  readonly kind = 'memory';
+  readonly #leases = new Map<string, Lease>();
+  readonly #fences = new Map<string, number>();
+  readonly #hub = new ChannelHub({ subscribe: async () => {}, unsubscribe: async () => {} });
+
+  #live(key: string): Lease | undefined {
+    const lease = this.#leases.get(key);
+    if (lease && lease.expiresAt <= now()) {
+      this.#leases.delete(key);
+      return undefined;
+    }
+    return lease;
+  }
+
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0): Promise<AcquireReply> {
+    const held = this.#live(keys.lock);
+    if (held) return { acquired: false, pttl: Math.max(0, Math.ceil(held.expiresAt - now())) };
+    this.#leases.set(keys.lock, { owner, expiresAt: now() + ttl });
+    const fence = Math.max((this.#fences.get(keys.fence) ?? 0) + 1, minFence);
+    this.#fences.set(keys.fence, fence);
+    return { acquired: true, fence };
+  }
+
+  async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
+    const held = this.#live(keys.lock);
+    if (!held) return 'expired';
+    if (held.owner !== owner) return 'not-owner';
+    this.#leases.delete(keys.lock);
+    // Redis delivers a PUBLISH after the script's reply; so does this.
+    setImmediate(() => this.#hub.deliver(keys.channel));
+    return 'released';
+  }
+
+  async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
+    const held = this.#live(keys.lock);
+    if (!held) return 'expired';
+    if (held.owner !== owner) return 'not-owner';
+    held.expiresAt = now() + ttl;
+    return 'extended';
+  }
+
+  async raiseFence(keys: LockKeys, fence: number): Promise<number> {
+    const raised = Math.max(this.#fences.get(keys.fence) ?? 0, fence);
+    this.#fences.set(keys.fence, raised);
+    return raised;
+  }
+
+  async inspect(keys: LockKeys): Promise<LockState> {
+    const held = this.#live(keys.lock);
+    return {
+      owner: held?.owner ?? null,
+      pttl: held ? Math.max(0, Math.ceil(held.expiresAt - now())) : -2,
+      fence: this.#fences.get(keys.fence) ?? 0,
+    };
+  }
+
+  /** Names of the lock keys currently held (operator tooling and tests). */
+  async heldKeys(): Promise<string[]> {
+    return [...this.#leases.keys()].filter((key) => this.#live(key) !== undefined);
+  }
+
+  subscribe(channel: string, onMessage: () => void): Promise<() => void> {
+    return this.#hub.subscribe(channel, onMessage);
+  }
+
+  /** Channels with a listener: lets tests prove an aborted wait leaves no subscription behind. */
+  get subscriptions(): number {
+    return this.#hub.size;
+  }
+
+  async close(): Promise<void> {
+    this.#hub.clear();
+  }
+}

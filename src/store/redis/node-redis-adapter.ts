@@ -1,0 +1,99 @@
+import type { RedisConnection, Subscriber } from './connection.js';
+import { majorFromInfo } from './ioredis-adapter.js';
+
+type Listener = (message: string, channel: string) => void;
+
+/** The parts of a node-redis client (v4 and later) this adapter uses. */
+interface NodeRedisCommon {
+  readonly isOpen: boolean;
+  duplicate(): NodeRedisCommon;
+  connect(): Promise<unknown>;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  subscribe(channel: string, listener: Listener): Promise<unknown>;
+  unsubscribe(channel: string, listener?: Listener): Promise<unknown>;
+  sSubscribe(channel: string, listener: Listener): Promise<unknown>;
+  sUnsubscribe(channel: string, listener?: Listener): Promise<unknown>;
+  destroy?(): unknown;
+  disconnect?(): Promise<unknown>;
+}
+
+export interface NodeRedisClientLike extends NodeRedisCommon {
+  sendCommand(args: string[]): Promise<unknown>;
+}
+
+export interface NodeRedisClusterLike extends NodeRedisCommon {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
+  getSlotMaster(slot: number): unknown;
+}
+
+export type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
+
+export function isNodeRedis(client: unknown): client is NodeRedisLike {
+  const c = client as Partial<NodeRedisClientLike> | null;
+  return typeof c === 'object' && c !== null && typeof c.sendCommand === 'function' && 'isOpen' in c;
+}
+
+function isCluster(client: NodeRedisLike): client is NodeRedisClusterLike {
+  return typeof (client as Partial<NodeRedisClusterLike>).getSlotMaster === 'function';
+}
+
+export class NodeRedisConnection implements RedisConnection {
+  readonly kind = 'node-redis';
+  readonly cluster: boolean;
+  readonly #client: NodeRedisLike;
+  readonly #onError: (error: unknown) => void;
+
+  constructor(client: NodeRedisLike, onError: (error: unknown) => void) {
+    this.#client = client;
+    this.cluster = isCluster(client);
+    this.#onError = onError;
+  }
+
+  #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
+    const client = this.#client;
+    return isCluster(client) ? client.sendCommand(firstKey, false, args) : client.sendCommand(args);
+  }
+
+  evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return this.#send(keys[0], ['EVALSHA', sha, String(keys.length), ...keys, ...args.map(String)]);
+  }
+
+  eval(source: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return this.#send(keys[0], ['EVAL', source, String(keys.length), ...keys, ...args.map(String)]);
+  }
+
+  async serverMajorVersion(): Promise<number> {
+    const info = await this.#send(undefined, ['INFO', 'server']);
+    return majorFromInfo(String(info));
+  }
+
+  openSubscriber(sharded: boolean, onMessage: (channel: string) => void): Subscriber {
+    const sub = this.#client.duplicate();
+    sub.on('error', this.#onError);
+    let connected: Promise<unknown> | undefined;
+    const listener: Listener = (_message, channel) => onMessage(channel);
+    const ready = () => {
+      connected ??= sub.connect().catch((error: unknown) => {
+        connected = undefined;
+        throw error;
+      });
+      return connected;
+    };
+    return {
+      subscribe: async (channel) => {
+        await ready();
+        await (sharded ? sub.sSubscribe(channel, listener) : sub.subscribe(channel, listener));
+      },
+      unsubscribe: async (channel) => {
+        if (!sub.isOpen) return;
+        await (sharded ? sub.sUnsubscribe(channel, listener) : sub.unsubscribe(channel, listener));
+      },
+      close: async () => {
+        if (!connected) return;
+        await connected.catch(() => {});
+        if (typeof sub.destroy === 'function') sub.destroy();
+        else await sub.disconnect?.();
+      },
+    };
+  }
+}

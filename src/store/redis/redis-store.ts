@@ -1,0 +1,136 @@
+import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { ChannelHub } from '../channel-hub.js';
+import type { LockKeys } from '../keys.js';
+import { type AcquireReply, type ExtendReply, type LockState, type ReleaseReply, STORE, type Store } from '../port.js';
+import { isReplyError, isUnavailableReply, type RedisConnection, type Subscriber } from './connection.js';
+import { runScript } from './run-script.js';
+import { SCRIPTS, type Script } from './scripts.js';
+
+/** Turn whatever a client library threw into a LockError that says what happened. */
+export function storeError(kind: string, action: string, error: unknown): LockError {
+  if (error instanceof LockError) return error;
+  if (isReplyError(error) && !isUnavailableReply(error)) {
+    return new LockError(ErrorCode.STORE, `${kind}: ${action} failed: ${error.message}`, { cause: error });
+  }
+  const detail = error instanceof Error ? error.message : String(error);
+  return new RedisUnavailableError(`${kind}: ${action} failed: ${detail}`, { cause: error });
+}
+
+function integer(reply: unknown, script: Script): number {
+  const n = typeof reply === 'number' ? reply : Number(reply);
+  if (!Number.isFinite(n)) {
+    throw new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
+  }
+  return n;
+}
+
+/** The Store port on Redis: one Lua script per state change, run through one runner. */
+export class RedisStore implements Store {
+  readonly [STORE] = true;
+  readonly kind: string;
+  readonly #connection: RedisConnection;
+  #publish: Promise<string> | undefined;
+  #subscriber: Subscriber | undefined;
+  #hub: ChannelHub | undefined;
+  readonly #onError: (error: unknown) => void;
+
+  constructor(connection: RedisConnection, onError: (error: unknown) => void = () => {}) {
+    this.#connection = connection;
+    this.kind = connection.kind;
+    this.#onError = onError;
+  }
+
+  async #run(script: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    try {
+      return await runScript(this.#connection, script, keys, args);
+    } catch (error) {
+      throw storeError(this.kind, script.name, error);
+    }
+  }
+
+  /** Cluster on Redis ≥ 7 publishes on the lock's own shard (SPUBLISH); elsewhere plain PUBLISH. */
+  #publishCommand(): Promise<string> {
+    if (!this.#connection.cluster) return Promise.resolve('PUBLISH');
+    this.#publish ??= this.#connection.serverMajorVersion().then(
+      (major) => (major >= 7 ? 'SPUBLISH' : 'PUBLISH'),
+      (error: unknown) => {
+        this.#publish = undefined;
+        throw storeError(this.kind, 'INFO server', error);
+      },
+    );
+    return this.#publish;
+  }
+
+  get sharded(): Promise<boolean> {
+    return this.#publishCommand().then((cmd) => cmd === 'SPUBLISH');
+  }
+
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0): Promise<AcquireReply> {
+    const reply = await this.#run(SCRIPTS.acquire, [keys.lock, keys.fence], [owner, ttl, minFence]);
+    if (!Array.isArray(reply) || reply.length !== 2) {
+      throw new LockError(ErrorCode.STORE, `unexpected reply from acquire: ${JSON.stringify(reply)}`);
+    }
+    const value = integer(reply[1], SCRIPTS.acquire);
+    return integer(reply[0], SCRIPTS.acquire) === 1
+      ? { acquired: true, fence: value }
+      : { acquired: false, pttl: value };
+  }
+
+  async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
+    const publish = await this.#publishCommand();
+    const code = integer(
+      await this.#run(SCRIPTS.release, [keys.lock], [owner, publish, keys.channel]),
+      SCRIPTS.release,
+    );
+    return code === 1 ? 'released' : code === 0 ? 'expired' : 'not-owner';
+  }
+
+  async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
+    const code = integer(await this.#run(SCRIPTS.extend, [keys.lock], [owner, ttl]), SCRIPTS.extend);
+    return code === 1 ? 'extended' : code === 0 ? 'expired' : 'not-owner';
+  }
+
+  async raiseFence(keys: LockKeys, fence: number): Promise<number> {
+    return integer(await this.#run(SCRIPTS.raiseFence, [keys.fence], [fence]), SCRIPTS.raiseFence);
+  }
+
+  async inspect(keys: LockKeys): Promise<LockState> {
+    const reply = await this.#run(SCRIPTS.inspect, [keys.lock, keys.fence], []);
+    if (!Array.isArray(reply) || reply.length !== 3) {
+      throw new LockError(ErrorCode.STORE, `unexpected reply from inspect: ${JSON.stringify(reply)}`);
+    }
+    const [owner, pttl, fence] = reply as [unknown, unknown, unknown];
+    return {
+      owner: typeof owner === 'string' ? owner : null,
+      pttl: integer(pttl, SCRIPTS.inspect),
+      fence: integer(fence, SCRIPTS.inspect),
+    };
+  }
+
+  async subscribe(channel: string, onMessage: () => void): Promise<() => void> {
+    if (!this.#hub) {
+      const sharded = await this.sharded;
+      if (!this.#hub) {
+        const subscriber = this.#connection.openSubscriber(sharded, (ch) => this.#hub?.deliver(ch));
+        this.#subscriber = subscriber;
+        this.#hub = new ChannelHub(
+          {
+            subscribe: (ch) =>
+              subscriber.subscribe(ch).catch((e: unknown) => Promise.reject(storeError(this.kind, 'SUBSCRIBE', e))),
+            unsubscribe: (ch) => subscriber.unsubscribe(ch),
+          },
+          this.#onError,
+        );
+      }
+    }
+    return this.#hub.subscribe(channel, onMessage);
+  }
+
+  async close(): Promise<void> {
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    this.#hub?.clear();
+    this.#hub = undefined;
+    if (subscriber) await subscriber.close();
+  }
+}

@@ -1,0 +1,21 @@
+import type { RedisConnection } from './connection.js';
+import { isNoScript } from './connection.js';
+import type { Script } from './scripts.js';
+
+/**
+ * Run a script by SHA; on NOSCRIPT (a restarted or flushed server, a new cluster node) send the
+ * source with EVAL, which also caches it for the next EVALSHA. One place for this, for every script.
+ */
+export async function runScript(
+  connection: RedisConnection,
+  script: Script,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await connection.evalsha(script.sha, keys, args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    return connection.eval(script.source, keys, args);
+  }
+}

@@ -1,0 +1,26 @@
+import { createHash } from 'node:crypto';
+import acquireSource from './lua/acquire.lua';
+import extendSource from './lua/extend.lua';
+import inspectSource from './lua/inspect.lua';
+import raiseFenceSource from './lua/raise-fence.lua';
+import releaseSource from './lua/release.lua';
+
+/** A Lua script with its SHA1, so the runner can EVALSHA first. */
+export interface Script {
+  readonly name: string;
+  readonly source: string;
+  readonly sha: string;
+}
+
+function script(name: string, source: string): Script {
+  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+}
+
+/** One script per state change; see each file's header for KEYS, ARGV and every return code. */
+export const SCRIPTS = Object.freeze({
+  acquire: script('acquire', acquireSource),
+  release: script('release', releaseSource),
+  extend: script('extend', extendSource),
+  raiseFence: script('raise-fence', raiseFenceSource),
+  inspect: script('inspect', inspectSource),
+});
