@@ -1,0 +1,9 @@
+import { execFileSync } from 'node:child_process';
+
+/**
+ * Child processes in the fault tests (holders that get SIGSTOPped or kill -9'd) load the built
+ * package, exactly as a user would: build it once before any test file runs.
+ */
+export default function setup(): void {
+  execFileSync('npx', ['tsup', '--silent'], { stdio: 'inherit' });
+}

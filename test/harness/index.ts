@@ -1,0 +1,14 @@
+export { type RedisCluster, type StartClusterOptions, startCluster } from './cluster.js';
+export { freeClusterPort, freePort } from './ports.js';
+export { type ProxyTarget, startProxy, type TcpProxy } from './proxy.js';
+export {
+  type CliResult,
+  type Endpoint,
+  ping,
+  type RedisServer,
+  type RestartOptions,
+  runRedisCli,
+  type StartRedisOptions,
+  startRedis,
+} from './redis.js';
+export { randomPrefix, type WaitForOptions, waitFor } from './util.js';

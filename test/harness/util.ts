@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A key prefix unique to one test: `t` followed by 8 random hex characters. */
+export function randomPrefix(): string {
+  return `t${randomBytes(4).toString('hex')}`;
+}
+
+export interface WaitForOptions {
+  /** Give up after this many milliseconds. Default 5000. */
+  timeout?: number | undefined;
+  /** Milliseconds between two evaluations of the predicate. Default 25. */
+  interval?: number | undefined;
+  /** Describes what was awaited, for the error thrown on timeout. */
+  message?: string | undefined;
+}
+
+/**
+ * Polls `predicate` until it returns true, for test setup only (never as an assertion about
+ * speed). A predicate that throws counts as "not yet"; its last error becomes the timeout's cause.
+ */
+export async function waitFor(predicate: () => boolean | Promise<boolean>, opts: WaitForOptions = {}): Promise<void> {
+  const timeout = opts.timeout ?? 5000;
+  const interval = opts.interval ?? 25;
+  const deadline = performance.now() + timeout;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      if (await predicate()) return;
+    } catch (error) {
+      lastError = error;
+    }
+    const left = deadline - performance.now();
+    if (left <= 0) break;
+    await sleep(Math.min(interval, left));
+  }
+  const what = opts.message ?? 'condition';
+  throw new Error(
+    `waitFor: ${what} not met within ${timeout} ms`,
+    lastError === undefined ? undefined : { cause: lastError },
+  );
+}
