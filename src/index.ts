@@ -26,3 +26,4 @@ export { type LockKeys, lockKeys } from './store/keys.js';
 export { MemoryStore } from './store/memory/memory-store.js';
 export type { AcquireReply, ExtendReply, LockState, ReleaseReply, Store } from './store/port.js';
 export { STORE } from './store/port.js';
+export type { Backend } from './store/resolve.js';

@@ -1,0 +1,356 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  DEFAULTS,
+  ErrorCode,
+  Leasehold,
+  type LeaseholdOptions,
+  type Lock,
+  LockError,
+  LockLostError,
+  LockTimeoutError,
+  lockKeys,
+} from '../../src/index.js';
+import { randomPrefix, waitFor } from '../harness/index.js';
+import type { ContractBackend } from './backends.js';
+
+/**
+ * The contract every backend must meet, written once against the public API. The same cases
+ * run on the MemoryStore, on ioredis and node-redis against a standalone server, and on both
+ * clients against a real 3-master cluster.
+ */
+export function runContract(make: () => Promise<ContractBackend>): void {
+  let backend: ContractBackend;
+  let prefix: string;
+  const instances: Leasehold[] = [];
+
+  async function leasehold(options: LeaseholdOptions = {}): Promise<Leasehold> {
+    const locks = new Leasehold(await backend.client(), { prefix, ...options });
+    instances.push(locks);
+    return locks;
+  }
+
+  beforeAll(async () => {
+    backend = await make();
+  });
+  afterEach(async () => {
+    await Promise.all(instances.splice(0).map((l) => l.close()));
+  });
+  afterAll(async () => {
+    await backend?.close();
+  });
+
+  describe('contract', () => {
+    beforeAll(() => {
+      prefix = randomPrefix();
+    });
+    afterEach(() => {
+      prefix = randomPrefix();
+    });
+
+    it('acquire returns a held lock with a 128-bit owner token and a fencing token', async () => {
+      const locks = await leasehold();
+      const lock = await locks.acquire('order:1001', { ttl: 5_000 });
+      expect(lock.name).toBe('order:1001');
+      expect(Buffer.from(lock.owner, 'base64url').length).toBeGreaterThanOrEqual(16);
+      expect(lock.fencingToken).toBe(1);
+      expect(lock.expiresIn()).toBeGreaterThan(4_000);
+      expect(lock.expiresIn()).toBeLessThanOrEqual(5_000 - 5_000 * DEFAULTS.driftFactor);
+      expect(lock.signal.aborted).toBe(false);
+      const other = await locks.acquire('order:1002', { ttl: 5_000 });
+      expect(other.owner).not.toBe(lock.owner);
+      expect(await lock.release()).toBe(true);
+      expect(await other.release()).toBe(true);
+    });
+
+    it('a held lock refuses others: tryAcquire is null, wait 0 times out at once', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const lock = await a.acquire('job', { ttl: 5_000 });
+      expect(await b.tryAcquire('job')).toBeNull();
+      await expect(b.acquire('job', { wait: 0 })).rejects.toBeInstanceOf(LockTimeoutError);
+      await lock.release();
+      const next = await b.tryAcquire('job');
+      expect(next).not.toBeNull();
+      await next?.release();
+    });
+
+    it('release is true once, then false; it never deletes a later owner’s lock', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const first = await a.acquire('res', { ttl: 150, autoExtend: false });
+      let second: Lock | null = null;
+      await waitFor(
+        async () => {
+          second = await b.tryAcquire('res', { ttl: 10_000 });
+          return second !== null;
+        },
+        { timeout: 5_000 },
+      );
+      expect(await first.release()).toBe(false);
+      expect(await a.tryAcquire('res')).toBeNull();
+      expect(await second!.release()).toBe(true);
+      expect(await second!.release()).toBe(false);
+    });
+
+    it('fencing tokens strictly increase across owners and never reset on release', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const tokens: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const lock = await (i % 2 ? a : b).acquire('fenced', { ttl: 5_000 });
+        tokens.push(lock.fencingToken);
+        await lock.release();
+      }
+      expect(tokens).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    });
+
+    it('extend resets the lease; a lost lease rejects extend with LockLostError and aborts the signal', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const lock = await a.acquire('ext', { ttl: 1_000, autoExtend: false });
+      await lock.extend(10_000);
+      expect(lock.expiresIn()).toBeGreaterThan(9_000);
+      await backend.deleteKey(lockKeys(prefix, 'ext').lock);
+      const thief = await b.acquire('ext', { ttl: 10_000 });
+      const lost = lock.extend().catch((e: unknown) => e);
+      const error = await lost;
+      expect(error).toBeInstanceOf(LockLostError);
+      expect((error as LockLostError).reason).toBe('not-owner');
+      expect(lock.signal.aborted).toBe(true);
+      expect(lock.signal.reason).toBe(error);
+      expect(lock.expiresIn()).toBe(0);
+      expect(await lock.release()).toBe(false);
+      expect(await thief.release()).toBe(true);
+    });
+
+    it('the watchdog keeps a lease alive well past its ttl', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const extended: number[] = [];
+      a.on('extended', (e) => extended.push(e.fencingToken));
+      const lock = await a.acquire('long', { ttl: 300 });
+      await sleep(1_000);
+      expect(lock.signal.aborted).toBe(false);
+      expect(lock.expiresIn()).toBeGreaterThan(0);
+      expect(await b.tryAcquire('long')).toBeNull();
+      expect(extended.length).toBeGreaterThanOrEqual(2);
+      expect(await lock.release()).toBe(true);
+      expect(a.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+    });
+
+    it('the watchdog notices a stolen lease: signal aborts with not-owner and a lost event fires', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const lostEvents: string[] = [];
+      a.on('lost', (e) => lostEvents.push(e.error.reason));
+      const lock = await a.acquire('stolen', { ttl: 600 });
+      await backend.deleteKey(lockKeys(prefix, 'stolen').lock);
+      const thief = await b.acquire('stolen', { ttl: 10_000 });
+      await waitFor(() => lock.signal.aborted, { timeout: 3_000 });
+      expect((lock.signal.reason as LockLostError).reason).toBe('not-owner');
+      expect(lostEvents).toEqual(['not-owner']);
+      expect(await thief.release()).toBe(true);
+    });
+
+    it('without autoExtend the lease ends after ttl and the signal aborts with validity-elapsed', async () => {
+      const a = await leasehold();
+      const lock = await a.acquire('short', { ttl: 200, autoExtend: false });
+      const reason = await new Promise<unknown>((resolve) =>
+        lock.signal.addEventListener('abort', () => resolve(lock.signal.reason)),
+      );
+      expect(reason).toBeInstanceOf(LockLostError);
+      expect((reason as LockLostError).reason).toBe('validity-elapsed');
+      expect(a.internals.timers).toBe(0);
+    });
+
+    it('a waiter is woken by the release, long before the holder’s ttl', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const held = await a.acquire('wake', { ttl: 20_000 });
+      const started = performance.now();
+      const waiting = b.acquire('wake', { wait: 15_000 });
+      // The waiter listens on the lock's release channel (sharded on a cluster) before it parks.
+      const channel = lockKeys(prefix, 'wake').channel;
+      await waitFor(async () => (await backend.subscriptions(channel)) === 1, { timeout: 3_000 });
+      await held.release();
+      const lock = await waiting;
+      // The fallback timer alone would take the holder's 20 s lease; the release wakes it.
+      expect(performance.now() - started).toBeLessThan(10_000);
+      await lock.release();
+    });
+
+    it('a waiter gets a lock whose holder vanished without releasing (expiry publishes nothing)', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const held = await a.acquire('crash', { ttl: 300, autoExtend: false });
+      const lock = await b.acquire('crash', { wait: 5_000 });
+      expect(lock.fencingToken).toBe(held.fencingToken + 1);
+      await lock.release();
+    });
+
+    it('wait runs out with LockTimeoutError and leaves no subscription, timer or key behind', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const held = await a.acquire('busy', { ttl: 10_000 });
+      const error = await b.acquire('busy', { wait: 300 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(LockTimeoutError);
+      expect((error as LockTimeoutError).code).toBe(ErrorCode.TIMEOUT);
+      expect(b.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+      const channel = lockKeys(prefix, 'busy').channel;
+      await waitFor(async () => (await backend.subscriptions(channel)) === 0, { timeout: 3_000 });
+      expect(await held.release()).toBe(true);
+    });
+
+    it('an aborted wait rejects with the signal’s reason and leaves nothing behind', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const held = await a.acquire('abort', { ttl: 10_000 });
+      const controller = new AbortController();
+      const waiting = b.acquire('abort', { wait: 10_000, signal: controller.signal }).catch((e: unknown) => e);
+      await sleep(100);
+      const reason = new Error('shutting down');
+      controller.abort(reason);
+      expect(await waiting).toBe(reason);
+      expect(b.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+      const channel = lockKeys(prefix, 'abort').channel;
+      await waitFor(async () => (await backend.subscriptions(channel)) === 0, { timeout: 3_000 });
+      expect(await held.release()).toBe(true);
+      expect(await a.tryAcquire('abort')).not.toBeNull();
+      const already = new AbortController();
+      already.abort(reason);
+      await expect(b.acquire('fresh', { signal: already.signal })).rejects.toBe(reason);
+    });
+
+    it('waiters in one instance are served in arrival order', async () => {
+      const a = await leasehold();
+      const held = await a.acquire('fifo', { ttl: 10_000 });
+      const order: number[] = [];
+      const waiters = [0, 1, 2, 3].map(async (i) => {
+        await sleep(i * 20);
+        const lock = await a.acquire('fifo', { wait: 10_000 });
+        order.push(i);
+        await lock.release();
+      });
+      await sleep(150);
+      await held.release();
+      await Promise.all(waiters);
+      expect(order).toEqual([0, 1, 2, 3]);
+    });
+
+    it('many instances contending: exclusion holds and tokens strictly increase', async () => {
+      const pods = await Promise.all(Array.from({ length: 6 }, () => leasehold()));
+      let inside = 0;
+      let maxInside = 0;
+      let counter = 0;
+      const tokens: number[] = [];
+      await Promise.all(
+        pods.map(async (pod) => {
+          for (let i = 0; i < 15; i++) {
+            await pod.withLock('counter', { ttl: 5_000, wait: 20_000 }, async (_signal, lock) => {
+              inside++;
+              maxInside = Math.max(maxInside, inside);
+              tokens.push(lock.fencingToken);
+              const read = counter;
+              await sleep(1);
+              counter = read + 1;
+              inside--;
+            });
+          }
+        }),
+      );
+      expect(maxInside).toBe(1);
+      expect(counter).toBe(90);
+      for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1]!);
+    });
+
+    it('withLock returns the value, releases, and never replaces the work’s own error', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const value = await a.withLock('w', { ttl: 5_000 }, async (signal, lock) => {
+        expect(signal).toBe(lock.signal);
+        expect(await b.tryAcquire('w')).toBeNull();
+        return 42;
+      });
+      expect(value).toBe(42);
+      const boom = new Error('work failed');
+      await expect(
+        a.withLock('w', async () => {
+          throw boom;
+        }),
+      ).rejects.toBe(boom);
+      expect(await b.tryAcquire('w')).not.toBeNull();
+      expect(a.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+    });
+
+    it('tryWithLock runs when free and reports locked when held', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      expect(await a.tryWithLock('t', async () => 'done')).toEqual({ ran: true, value: 'done' });
+      const held = await a.acquire('t', { ttl: 5_000 });
+      let ran = false;
+      expect(
+        await b.tryWithLock('t', async () => {
+          ran = true;
+        }),
+      ).toEqual({ ran: false, reason: 'locked' });
+      expect(ran).toBe(false);
+      await held.release();
+    });
+
+    it('await using releases at the end of the block', async () => {
+      const a = await leasehold();
+      {
+        await using lock = await a.acquire('scoped', { ttl: 5_000 });
+        expect(lock.expiresIn()).toBeGreaterThan(0);
+        expect(await a.tryAcquire('scoped')).toBeNull();
+      }
+      const again = await a.tryAcquire('scoped');
+      expect(again).not.toBeNull();
+      await again?.release();
+    });
+
+    it('close() stops the watchdog, aborts held locks with closed, and rejects later calls', async () => {
+      const client = await backend.client();
+      const a = new Leasehold(client, { prefix });
+      const lock = await a.acquire('closing', { ttl: 5_000 });
+      await a.close();
+      expect(lock.signal.aborted).toBe(true);
+      expect((lock.signal.reason as LockLostError).reason).toBe('closed');
+      expect(a.internals.timers).toBe(0);
+      await expect(a.acquire('closing')).rejects.toMatchObject({ code: ErrorCode.CLOSED });
+      // The caller's client still works: close() never closes what it was given.
+      const b = new Leasehold(client, { prefix });
+      instances.push(b);
+      expect(await b.tryAcquire('other')).not.toBeNull();
+    });
+
+    it('bad input is refused with an error naming the option and the value', async () => {
+      const a = await leasehold();
+      const cases: Array<[() => Promise<unknown>, RegExp]> = [
+        [() => a.acquire(''), /must not be empty/],
+        [() => a.acquire(42 as unknown as string), /must be a string, got 42/],
+        [() => a.acquire('x'.repeat(DEFAULTS.maxNameLength + 1)), /at most 512 characters/],
+        [() => a.acquire('x', { ttl: -5 }), /`ttl` must be an integer number of milliseconds ≥ 1 .*got -5/],
+        [() => a.acquire('x', { ttl: 1.5 }), /`ttl` .*got 1\.5/],
+        [() => a.acquire('x', { wait: Number.NaN }), /`wait` .*got NaN/],
+        [() => a.acquire('x', { signal: {} as AbortSignal }), /`signal` must be an AbortSignal/],
+        [() => a.acquire('x', { autoExtend: 'yes' as unknown as boolean }), /`autoExtend` must be a boolean/],
+        [
+          () => a.tryWithLock('x', { whenUnavailable: 'maybe' as 'run' }, async () => 1),
+          /`whenUnavailable` must be one of/,
+        ],
+        [() => a.withLock('x', {}, 'nope' as unknown as () => 1), /must be a function/],
+      ];
+      for (const [call, message] of cases) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LockError);
+        expect((error as LockError).code).toBe(ErrorCode.INVALID_ARGUMENT);
+        expect((error as Error).message).toMatch(message);
+      }
+      const client = await backend.client();
+      expect(() => new Leasehold(client, { prefix: 'a{b' })).toThrow(/`prefix`/);
+      expect(() => new Leasehold({} as never)).toThrow(/expected an ioredis client/);
+    });
+  });
+}
