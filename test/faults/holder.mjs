@@ -1,0 +1,29 @@
+// A lock holder in its own process, driven over IPC, so a test can SIGSTOP or kill -9 it.
+import { Redis } from 'ioredis';
+import { Leasehold } from '../../dist/index.js';
+
+const [url, prefix] = process.argv.slice(2);
+const client = new Redis(url, { maxRetriesPerRequest: 1 });
+const locks = new Leasehold(client, { prefix });
+let lock;
+
+process.on('message', async (msg) => {
+  try {
+    if (msg.cmd === 'acquire') {
+      lock = await locks.acquire(msg.name, { ttl: msg.ttl, autoExtend: msg.autoExtend ?? true });
+      lock.signal.addEventListener('abort', () =>
+        process.send({ event: 'lost', reason: lock.signal.reason.reason, expiresIn: lock.expiresIn() }),
+      );
+      process.send({ event: 'acquired', owner: lock.owner, fencingToken: lock.fencingToken });
+    } else if (msg.cmd === 'release') {
+      process.send({ event: 'released', released: await lock.release() });
+    } else if (msg.cmd === 'exit') {
+      await locks.close();
+      await client.quit();
+      process.exit(0);
+    }
+  } catch (error) {
+    process.send({ event: 'error', message: String(error) });
+  }
+});
+process.send({ event: 'ready' });
