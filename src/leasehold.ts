@@ -194,8 +194,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const owner = newOwnerToken();
     const started = now();
     const deadline = started + o.wait;
-    // Newcomers queue behind this instance's waiters instead of barging past them.
-    if (o.wait === 0 || !this.#waits.has(name)) {
+    // Newcomers queue behind this instance's waiters instead of barging past them: with a queue
+    // already listening for the release, a newcomer parks first and is woken in its turn.
+    const queued = o.wait > 0 && this.#waits.has(name);
+    if (!queued) {
       const first = await this.#try(name, owner, o, started);
       if (first.lock) return first.lock;
       if (o.wait === 0) throw new LockTimeoutError(name, 0);
@@ -203,14 +205,21 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const waiter = this.#waits.join(name, (onRelease) => this.#engine.subscribe(name, onRelease));
     try {
       await waiter.ready();
+      // A fresh subscription may have missed a release since the first attempt: try again at once.
+      let tryNow = !queued;
+      let retryIn = -1;
       for (;;) {
-        if (signal?.aborted) throw signal.reason;
-        waiter.trying();
-        const next = await this.#try(name, owner, o, started);
-        if (next.lock) return next.lock;
+        if (tryNow) {
+          if (signal?.aborted) throw signal.reason;
+          waiter.trying();
+          const next = await this.#try(name, owner, o, started);
+          if (next.lock) return next.lock;
+          retryIn = next.retryIn;
+        }
+        tryNow = true;
         const remaining = deadline - now();
         if (remaining <= 0) throw new LockTimeoutError(name, Math.round(now() - started));
-        const hint = next.retryIn >= 0 ? next.retryIn + DEFAULTS.expiryMargin : remaining;
+        const hint = retryIn >= 0 ? retryIn + DEFAULTS.expiryMargin : remaining;
         await waiter.park(Math.min(hint, remaining), signal);
       }
     } finally {

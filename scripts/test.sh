@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what it needs, then type-checks, lints,
+# builds, checks the package, and runs every test against real redis-server processes that the
+# test harness starts on random loopback ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null || ! command -v redis-sentinel >/dev/null; then
+  echo "installing redis-server and redis-sentinel (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "redis-server is missing and this is not root: run 'apt-get install -y redis-server redis-sentinel' first" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq redis-server redis-sentinel redis-tools >/dev/null
+fi
+# The Debian package may start a server on 6379; the tests never use it, they start their own.
+redis-server --version
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+
+npx tsc --noEmit -p .
+npx biome check .
+npx tsup --silent
+npx publint --strict
+npx attw --pack . --profile node16 --quiet
+
+results=$(mktemp)
+status=0
+npx vitest run --reporter=default --reporter=json --outputFile.json="$results" "$@" || status=$?
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const skipped = r.numPendingTests + r.numTodoTests;
+  console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
+' "$results" || true
+rm -f "$results"
+exit "$status"
