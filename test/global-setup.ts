@@ -5,5 +5,8 @@ import { execFileSync } from 'node:child_process';
  * package, exactly as a user would: build it once before any test file runs.
  */
 export default function setup(): void {
-  execFileSync('npx', ['tsup', '--silent'], { stdio: 'inherit' });
+  execFileSync('npx', ['tsup', '--silent'], {
+    stdio: 'inherit',
+    env: { ...process.env, LEASEHOLD_BUILD_JS_ONLY: '1' },
+  });
 }

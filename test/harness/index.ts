@@ -11,4 +11,5 @@ export {
   type StartRedisOptions,
   startRedis,
 } from './redis.js';
+export { type SentinelGroup, startSentinelGroup } from './sentinel.js';
 export { randomPrefix, type WaitForOptions, waitFor } from './util.js';

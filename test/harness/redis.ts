@@ -24,6 +24,8 @@ export interface StartRedisOptions {
   port?: number | undefined;
   /** Working directory (`--dir`). Default: a fresh temporary directory, removed at process exit. */
   dir?: string | undefined;
+  /** A config file, passed first (Sentinel needs one it can rewrite). */
+  configFile?: string | undefined;
 }
 
 export interface RestartOptions {
@@ -198,6 +200,7 @@ class RedisProcess implements RedisServer {
     readonly port: number,
     readonly dir: string,
     private readonly extraArgs: readonly string[],
+    private readonly configFile: string | undefined = undefined,
   ) {
     this.url = `redis://${HOST}:${port}`;
   }
@@ -217,6 +220,7 @@ class RedisProcess implements RedisServer {
   /** Spawns the process and resolves once it answers PING. */
   async launch(): Promise<void> {
     const args = [
+      ...(this.configFile === undefined ? [] : [this.configFile]),
       '--port',
       String(this.port),
       '--bind',
@@ -377,7 +381,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
   }
   const attempts = opts.port === undefined ? 3 : 1;
   for (let attempt = 1; ; attempt++) {
-    const server = new RedisProcess(opts.port ?? (await freePort()), dir, args);
+    const server = new RedisProcess(opts.port ?? (await freePort()), dir, args, opts.configFile);
     try {
       await server.launch();
       return server;

@@ -26,7 +26,13 @@ export interface NodeRedisClusterLike extends NodeRedisCommon {
   getSlotMaster(slot: number): unknown;
 }
 
-export type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike;
+/** A node-redis Sentinel client (`createSentinel`): commands go to the current master. */
+export interface NodeRedisSentinelLike extends Omit<NodeRedisCommon, 'duplicate'> {
+  sendCommand(isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
+  getMasterNode(): unknown;
+}
+
+export type NodeRedisLike = NodeRedisClientLike | NodeRedisClusterLike | NodeRedisSentinelLike;
 
 export function isNodeRedis(client: unknown): client is NodeRedisLike {
   const c = client as Partial<NodeRedisClientLike> | null;
@@ -35,6 +41,10 @@ export function isNodeRedis(client: unknown): client is NodeRedisLike {
 
 function isCluster(client: NodeRedisLike): client is NodeRedisClusterLike {
   return typeof (client as Partial<NodeRedisClusterLike>).getSlotMaster === 'function';
+}
+
+function isSentinel(client: NodeRedisLike): client is NodeRedisSentinelLike {
+  return typeof (client as Partial<NodeRedisSentinelLike>).getMasterNode === 'function';
 }
 
 export class NodeRedisConnection implements RedisConnection {
@@ -51,7 +61,9 @@ export class NodeRedisConnection implements RedisConnection {
 
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
     const client = this.#client;
-    return isCluster(client) ? client.sendCommand(firstKey, false, args) : client.sendCommand(args);
+    if (isCluster(client)) return client.sendCommand(firstKey, false, args);
+    if (isSentinel(client)) return client.sendCommand(false, args);
+    return client.sendCommand(args);
   }
 
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
@@ -68,10 +80,30 @@ export class NodeRedisConnection implements RedisConnection {
   }
 
   openSubscriber(sharded: boolean, onMessage: (channel: string) => void): Subscriber {
-    const sub = this.#client.duplicate();
+    const client = this.#client;
+    const listener: Listener = (_message, channel) => onMessage(channel);
+    if (isSentinel(client)) {
+      // A Sentinel client keeps its own pub/sub connection to the current master (and moves it
+      // on failover); it is the caller's, so closing only drops our channels.
+      const channels = new Set<string>();
+      return {
+        subscribe: async (channel) => {
+          channels.add(channel);
+          await client.subscribe(channel, listener);
+        },
+        unsubscribe: async (channel) => {
+          channels.delete(channel);
+          await client.unsubscribe(channel, listener);
+        },
+        close: async () => {
+          await Promise.all([...channels].map((c) => client.unsubscribe(c, listener).catch(() => undefined)));
+          channels.clear();
+        },
+      };
+    }
+    const sub = client.duplicate();
     sub.on('error', this.#onError);
     let connected: Promise<unknown> | undefined;
-    const listener: Listener = (_message, channel) => onMessage(channel);
     const ready = () => {
       connected ??= sub.connect().catch((error: unknown) => {
         connected = undefined;
