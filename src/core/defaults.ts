@@ -30,6 +30,30 @@ export const DEFAULTS = Object.freeze({
   extendRetryFraction: 0.1,
   /** Extra ms added to a holder's PTTL before a waiter's fallback retry, so it lands after expiry. */
   expiryMargin: 5,
+  /** Redlock: longest ms one node has to answer one call, unless `nodeTimeout` is set. */
+  nodeTimeout: 100,
+  /** Redlock: the default per-node timeout is also at most this fraction of the ttl. */
+  nodeTimeoutFraction: 0.1,
+  /** Redlock: base of the exponential backoff with full jitter after a split vote, in ms. */
+  retryBase: 50,
+  /** Redlock: ceiling of that backoff, in ms. */
+  retryCap: 1_000,
+  /** Redlock: lock names whose latest fencing token an instance remembers, to lift lagging nodes. */
+  fenceHints: 1_024,
+  /** Scheduler: the lease of one run in ms (ShedLock's lockAtMostFor); extended while the task runs. */
+  lockAtMostFor: 30_000,
+  /** Scheduler: ms a run's lock is kept from its claim, however short the task (ShedLock's lockAtLeastFor). */
+  lockAtLeastFor: 0,
+  /** Scheduler: what a tick does when the backend is unreachable (fail closed: it does not run). */
+  jobWhenUnavailable: 'skip' as const,
+  /** Scheduler: extend a run's lease while its task runs. */
+  keepAlive: true,
+  /** Scheduler: runs kept in each job's history in the store. */
+  historyLimit: 50,
+  /** Scheduler: longest error message a run record keeps, in characters. */
+  historyErrorLength: 500,
+  /** Scheduler: longest instance name accepted, in characters. */
+  maxInstanceLength: 200,
 });
 
 export type WhenUnavailable = 'fail' | 'skip' | 'run';

@@ -7,16 +7,23 @@ import type { LostReason } from './errors.js';
  */
 export type Attempt =
   | { readonly acquired: true; readonly fencingToken: number; readonly validUntil: number }
-  /** `retryIn`: ms after which trying again is worth it (the holder's lease), or -1 if unknown. */
-  | { readonly acquired: false; readonly retryIn: number };
+  /**
+   * `retryIn`: ms after which trying again is worth it (the holder's lease), or -1 if unknown.
+   * `holdOff`: ms before which no retry is made even when a release is announced (Redlock after a
+   * split vote: the contenders' own clean-up releases would wake them all at once, in step again).
+   */
+  | { readonly acquired: false; readonly retryIn: number; readonly holdOff?: number };
 
 export type ExtendOutcome =
   | { readonly extended: true; readonly validUntil: number }
   | { readonly extended: false; readonly reason: LostReason };
 
 export interface LockEngine {
-  /** One acquisition attempt. Throws RedisUnavailableError / QuorumError when the backend fails. */
-  attempt(name: string, owner: string, ttl: number): Promise<Attempt>;
+  /**
+   * One acquisition attempt; `tries` counts the earlier attempts of the same acquisition (the
+   * backoff exponent). Throws RedisUnavailableError / QuorumError when the backend fails.
+   */
+  attempt(name: string, owner: string, ttl: number, tries: number): Promise<Attempt>;
   /** Extend the lease of `owner` to `ttl` ms from now. Throws when the backend fails. */
   extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
   /** Release; true when this call deleted our lock. Throws when the backend fails. */

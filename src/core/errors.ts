@@ -19,6 +19,8 @@ export const ErrorCode = Object.freeze({
   STORE: 'STORE_ERROR',
   /** A call was made on a `Leasehold` after `close()`. */
   CLOSED: 'CLOSED',
+  /** `assertLocked()` was called outside a held job lock. */
+  NOT_LOCKED: 'NOT_LOCKED',
 } as const);
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -82,21 +84,41 @@ export class RedisUnavailableError extends LockError {
 export interface NodeOutcome {
   /** Index of the node in the array given to `Leasehold`. */
   readonly node: number;
-  /** What the node answered, or `error` when it failed or timed out. */
-  readonly outcome: 'acquired' | 'held' | 'extended' | 'released' | 'not-owner' | 'expired' | 'error' | 'no-answer';
-  /** The node's error, when `outcome` is `error`. */
+  /**
+   * What the node answered: `acquired`, `held` (by another owner), `fenced` (raised its fencing
+   * counter to the quorum's token), `extended`, `released`, `not-owner`, `expired`; `error` when
+   * the call failed; `no-answer` when it did not answer within the per-node timeout, or had not yet
+   * when the decision was made.
+   */
+  readonly outcome:
+    | 'acquired'
+    | 'held'
+    | 'fenced'
+    | 'extended'
+    | 'released'
+    | 'not-owner'
+    | 'expired'
+    | 'error'
+    | 'no-answer';
+  /** The node's error, for `error`, and the timeout for `no-answer` when the timeout fired. */
   readonly cause?: unknown;
 }
 
-/** Redlock: fewer than a quorum of nodes agreed. Carries every node's outcome. */
-export class QuorumError extends LockError {
+/**
+ * Redlock: fewer than a quorum of nodes agreed, because too few could be reached (or not in time).
+ * Carries every node's outcome. A RedisUnavailableError, so `whenUnavailable` applies to it, with
+ * its own code `LOCK_QUORUM`.
+ */
+export class QuorumError extends RedisUnavailableError {
+  override readonly code: ErrorCode = ErrorCode.QUORUM;
   readonly lockName: string;
   readonly quorum: number;
   readonly nodes: readonly NodeOutcome[];
 
-  constructor(lockName: string, action: string, quorum: number, nodes: readonly NodeOutcome[]) {
+  /** `reason` replaces "reached no quorum of N" in the message when the quorum failed otherwise. */
+  constructor(lockName: string, action: string, quorum: number, nodes: readonly NodeOutcome[], reason?: string) {
     const summary = nodes.map((n) => `#${n.node}:${n.outcome}`).join(' ');
-    super(ErrorCode.QUORUM, `${action} "${lockName}" reached no quorum of ${quorum}: ${summary}`);
+    super(`${action} "${lockName}" ${reason ?? `reached no quorum of ${quorum}`}: ${summary}`);
     this.lockName = lockName;
     this.quorum = quorum;
     this.nodes = nodes;

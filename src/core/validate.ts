@@ -64,6 +64,69 @@ export function optionalWhenUnavailable(value: unknown, allowed: readonly WhenUn
   return value as WhenUnavailable;
 }
 
+export function optionalChoice<T extends string>(
+  value: unknown,
+  option: string,
+  allowed: readonly T[],
+  fallback: T,
+): T {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw invalidArgument(
+      `\`${option}\` must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${show(value)}`,
+    );
+  }
+  return value as T;
+}
+
+export function optionalText(value: unknown, option: string, maxLength: number, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
+    throw invalidArgument(
+      `\`${option}\` must be a non-empty string of at most ${maxLength} characters, got ${show(value)}`,
+    );
+  }
+  return value;
+}
+
+export function optionalInteger(value: unknown, option: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw invalidArgument(`\`${option}\` must be an integer from ${min} to ${max}, got ${show(value)}`);
+  }
+  return value;
+}
+
+export function optionalFn<F>(value: unknown, option: string): F | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw invalidArgument(`\`${option}\` must be a function, got ${show(value)}`);
+  return value as F;
+}
+
+/** An IANA time zone name the runtime knows (`'Asia/Seoul'`, `'UTC'`). */
+export function optionalTimezone(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string' && value.length > 0) {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: value });
+      return value;
+    } catch {
+      // Falls through to the message below.
+    }
+  }
+  throw invalidArgument(`\`timezone\` must be an IANA time zone name such as 'Asia/Seoul', got ${show(value)}`);
+}
+
+/** A point in time as a valid Date or integer ms since the epoch; returned as ms. */
+export function optionalInstant(value: unknown, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = value instanceof Date ? value.getTime() : value;
+  if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 0) {
+    throw invalidArgument(`\`${option}\` must be a valid Date or integer ms since the epoch ≥ 0, got ${show(value)}`);
+  }
+  return ms;
+}
+
 export function prefix(value: unknown): string {
   if (value === undefined) return DEFAULTS.prefix;
   if (typeof value !== 'string' || value.length === 0 || /[{}]/.test(value)) {
@@ -86,6 +149,17 @@ export function fn(value: unknown, what: string): void {
 
 export function invalidBackends(): Error {
   return invalidArgument('an array of backends (Redlock) must hold at least one client or store');
+}
+
+/** Redlock's nodes must be independent: the same client twice would count one master as two votes. */
+export function distinctBackends(backends: readonly unknown[]): void {
+  const seen = new Set<unknown>();
+  for (const [i, backend] of backends.entries()) {
+    if (seen.has(backend)) {
+      throw invalidArgument(`an array of backends (Redlock) must not hold the same client or store twice (index ${i})`);
+    }
+    seen.add(backend);
+  }
 }
 
 export function quorum(value: unknown, nodes: number): number {
