@@ -22,8 +22,41 @@ export {
   type Work,
 } from './leasehold.js';
 export { Lock } from './locks/lock.js';
-export { type LockKeys, lockKeys } from './store/keys.js';
+export { assertLocked } from './schedule/assert-locked.js';
+export type { RunOutcome, RunRecord } from './schedule/history.js';
+export { Job } from './schedule/job.js';
+export type { NodeCronContext, NodeCronCoordinator } from './schedule/node-cron.js';
+export type {
+  JobWhenUnavailable,
+  NodeCronCoordinatorOptions,
+  RunOnceOptions,
+  RunOptions,
+  ScheduleOptions,
+} from './schedule/options.js';
+export type {
+  HeldJobRun,
+  JobEvent,
+  JobEvents,
+  JobRun,
+  JobTask,
+  RunOnceResult,
+  SkipReason,
+} from './schedule/types.js';
+export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/keys.js';
 export { MemoryStore } from './store/memory/memory-store.js';
-export type { AcquireReply, ExtendReply, LockState, ReleaseReply, Store } from './store/port.js';
+export type {
+  AcquireReply,
+  ClaimReply,
+  ClaimRequest,
+  ExtendReply,
+  FinishReply,
+  FinishRequest,
+  JobState,
+  LockState,
+  ReleaseReply,
+  Store,
+  StoredOutcome,
+  StoredRun,
+} from './store/port.js';
 export { STORE } from './store/port.js';
 export type { Backend } from './store/resolve.js';

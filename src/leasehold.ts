@@ -10,6 +10,12 @@ import { WaitQueues } from './core/waiting.js';
 import { Lock, type LockContext } from './locks/lock.js';
 import { MutexEngine } from './locks/mutex.js';
 import { RedlockEngine } from './locks/redlock.js';
+import type { RunRecord } from './schedule/history.js';
+import type { Job } from './schedule/job.js';
+import type { NodeCronCoordinator } from './schedule/node-cron.js';
+import type { NodeCronCoordinatorOptions, RunOnceOptions, ScheduleOptions } from './schedule/options.js';
+import { Scheduler } from './schedule/scheduler.js';
+import type { JobEvents, JobTask, RunOnceResult } from './schedule/types.js';
 import { type Backend, resolveStore } from './store/resolve.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
@@ -28,6 +34,11 @@ export interface LeaseholdOptions {
   driftFactor?: number;
   /** Redlock: how many nodes must agree. Default ⌊N/2⌋+1. */
   quorum?: number;
+  /**
+   * Redlock: ms one node has to answer one call before it counts as failed, so a slow or frozen
+   * node costs little of the lease. Default min(100, ttl / 10, commandTimeout).
+   */
+  nodeTimeout?: number;
 }
 
 export interface AcquireOptions {
@@ -76,6 +87,14 @@ export interface LeaseholdEvents {
   releaseFailed: [LockEvent & { readonly error: unknown }];
   /** A background failure not tied to one lock (the subscriber connection, an unsubscribe). */
   backendError: [{ readonly error: unknown }];
+  /** Scheduler: a run's task finished without throwing. */
+  jobRun: JobEvents['jobRun'];
+  /** Scheduler: a tick did not run on this instance (`reason`: locked, already-ran, unavailable, error). */
+  jobSkipped: JobEvents['jobSkipped'];
+  /** Scheduler: a run's task threw; the job carries on with its next tick. */
+  jobFailed: JobEvents['jobFailed'];
+  /** Scheduler: a run's lease was lost while its task ran (its signal aborted). */
+  jobLost: JobEvents['jobLost'];
 }
 
 const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
@@ -102,6 +121,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #autoExtend: boolean;
   readonly #context: LockContext;
   #closed = false;
+  readonly #common: { prefix: string; commandTimeout: number; driftFactor: number; driftConstant: number };
+  #scheduler: Scheduler | undefined;
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
     super();
@@ -116,10 +137,17 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       driftFactor: validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor),
       driftConstant: DEFAULTS.driftConstant,
     };
+    this.#common = common;
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
+      validate.distinctBackends(backend);
       const stores = backend.map((b: unknown) => resolveStore(b, onBackendError));
-      this.#engine = new RedlockEngine(stores, { ...common, quorum: validate.quorum(o.quorum, stores.length) });
+      this.#engine = new RedlockEngine(stores, {
+        ...common,
+        quorum: validate.quorum(o.quorum, stores.length),
+        nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
+        onBackendError,
+      });
     } else {
       const { store, owned } = resolveStore(backend, onBackendError);
       this.#engine = new MutexEngine(store, owned, common);
@@ -197,10 +225,13 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     // Newcomers queue behind this instance's waiters instead of barging past them: with a queue
     // already listening for the release, a newcomer parks first and is woken in its turn.
     const queued = o.wait > 0 && this.#waits.has(name);
+    let tries = 0;
+    let holdOffUntil = 0;
     if (!queued) {
-      const first = await this.#try(name, owner, o, started);
+      const first = await this.#try(name, owner, o, started, tries++);
       if (first.lock) return first.lock;
       if (o.wait === 0) throw new LockTimeoutError(name, 0);
+      holdOffUntil = Math.min(now() + first.holdOff, deadline);
     }
     const waiter = this.#waits.join(name, (onRelease) => this.#engine.subscribe(name, onRelease));
     try {
@@ -210,11 +241,14 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       let retryIn = -1;
       for (;;) {
         if (tryNow) {
+          // After a split vote no retry comes before the hold-off ends, even if a release is announced.
+          while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal);
           if (signal?.aborted) throw signal.reason;
           waiter.trying();
-          const next = await this.#try(name, owner, o, started);
+          const next = await this.#try(name, owner, o, started, tries++);
           if (next.lock) return next.lock;
           retryIn = next.retryIn;
+          holdOffUntil = Math.min(now() + next.holdOff, deadline);
         }
         tryNow = true;
         const remaining = deadline - now();
@@ -227,10 +261,16 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     }
   }
 
-  async #try(name: string, owner: string, o: Resolved, started: number): Promise<{ lock?: Lock; retryIn: number }> {
+  async #try(
+    name: string,
+    owner: string,
+    o: Resolved,
+    started: number,
+    tries: number,
+  ): Promise<{ lock?: Lock; retryIn: number; holdOff: number }> {
     if (this.#closed) throw closedError();
-    const attempt = await this.#engine.attempt(name, owner, o.ttl);
-    if (!attempt.acquired) return { retryIn: attempt.retryIn };
+    const attempt = await this.#engine.attempt(name, owner, o.ttl, tries);
+    if (!attempt.acquired) return { retryIn: attempt.retryIn, holdOff: attempt.holdOff ?? 0 };
     if (this.#closed || o.signal?.aborted) {
       // Won the lock but nobody will use it: give it back before reporting why.
       await this.#engine.release(name, owner).catch(() => undefined);
@@ -250,7 +290,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     );
     this.#held.add(lock);
     this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
-    return { lock, retryIn: 0 };
+    return { lock, retryIn: 0, holdOff: 0 };
   }
 
   /**
@@ -342,6 +382,58 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     }
   }
 
+  /**
+   * Run `task` at every tick of `when` (a cron expression, 5 fields or 6 with seconds; or an
+   * interval in ms, aligned to the epoch) on exactly one of the instances that schedule the same
+   * job name: at each tick, the instance that claims the tick in the store runs it, the others
+   * skip it (`jobSkipped`). A tick is identified by the job's name and its scheduled time, so an
+   * instance that fires late never runs a tick another instance already ran. A task's error is a
+   * `jobFailed` event and never stops the job. Single-store instances only (not Redlock).
+   */
+  schedule<T>(name: string, when: string | number, task: JobTask<T>, options?: ScheduleOptions): Job {
+    return this.#schedulerFor().schedule(name, when, task, options);
+  }
+
+  /**
+   * Run `task` once under the job lock `name` unless another instance holds it (or, with `tick`,
+   * already ran that tick). Resolves `{ ran: false, reason }` when it did not run; rejects with
+   * the task's own error when it threw.
+   */
+  async runOnce<T>(name: string, task: JobTask<T>, options?: RunOnceOptions): Promise<RunOnceResult<T>> {
+    return this.#schedulerFor().runOnce<T>(name, task, options);
+  }
+
+  /** The runs of job `name` across every instance, newest first (default limit 50). */
+  async jobHistory(name: string, limit?: number): Promise<RunRecord[]> {
+    return this.#schedulerFor().history(name, limit);
+  }
+
+  /** A node-cron v4 run coordinator on this instance: each fire of a named distributed task runs once. */
+  nodeCronCoordinator(options?: NodeCronCoordinatorOptions): NodeCronCoordinator {
+    return this.#schedulerFor().nodeCronCoordinator(options);
+  }
+
+  #schedulerFor(): Scheduler {
+    if (this.#closed) throw closedError();
+    this.#scheduler ??= new Scheduler({
+      store: this.#engine instanceof MutexEngine ? this.#engine.store : undefined,
+      ...this.#common,
+      context: this.#context,
+      adopt: (lock) => {
+        this.#held.add(lock);
+        this.#emit('acquired', { name: lock.name, fencingToken: lock.fencingToken, waited: 0 });
+      },
+      // JobEvents[K] is LeaseholdEvents[K] for every job event; TypeScript cannot see it for a generic K.
+      emit: (event, ...args) => this.#emit(event, ...(args as LeaseholdEvents[typeof event])),
+      onReleased: (lock, released) =>
+        this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released }),
+      onReleaseFailed: (lock, error) =>
+        this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+      isClosed: () => this.#closed,
+    });
+    return this.#scheduler;
+  }
+
   /** Locks this instance holds right now. */
   get heldCount(): number {
     return this.#held.size;
@@ -359,6 +451,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#scheduler?.close();
     this.#keeper.stopAll();
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();

@@ -20,6 +20,24 @@ export function lockKeys(prefix: string, name: string): LockKeys {
   return { lock: base, fence: `${base}:fence`, channel: `${base}:released` };
 }
 
+/**
+ * The keys of a scheduled job: its lock's keys (the job's name is the lock's name, so operator
+ * tooling sees job locks as locks) plus the tick marker and the run history. Both share the
+ * lock's hash tag, never expire and are never deleted with the lock: deleting the marker would
+ * let a late instance run a tick that already ran.
+ */
+export interface JobKeys extends LockKeys {
+  /** The latest tick claimed, as ms since the epoch (the tick's scheduled time), no TTL. */
+  readonly tick: string;
+  /** Run history: a sorted set, score = the run's fencing token, member = the run record as JSON. */
+  readonly runs: string;
+}
+
+export function jobKeys(prefix: string, name: string): JobKeys {
+  const keys = lockKeys(prefix, name);
+  return { ...keys, tick: `${keys.lock}:tick`, runs: `${keys.lock}:runs` };
+}
+
 /** Pattern matching every lock key under a prefix (used by operator tooling). */
 export function lockKeyPattern(prefix: string): string {
   return `${prefix}:{*}`;

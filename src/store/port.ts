@@ -1,4 +1,4 @@
-import type { LockKeys } from './keys.js';
+import type { JobKeys, LockKeys } from './keys.js';
 
 /**
  * The port: everything a lock needs from a backend. The algorithms in core/ and locks/ call
@@ -24,6 +24,69 @@ export interface LockState {
   readonly fence: number;
 }
 
+/** How a run ended, as the history records it. `running` until the run reports back. */
+export type StoredOutcome = 'running' | 'ok' | 'failed' | 'done' | 'lost' | 'abandoned';
+
+/** One run of a job as the store keeps it; times are the server's, in ms since the epoch. */
+export interface StoredRun {
+  /** The run's fencing token: unique per job, increasing in the order runs were claimed. */
+  readonly fence: number;
+  /** The tick's scheduled time, or null for a run without tick identity. */
+  readonly tick: number | null;
+  readonly instance: string;
+  readonly startedAt: number;
+  readonly finishedAt: number | null;
+  readonly outcome: StoredOutcome;
+  readonly error: string | null;
+}
+
+export interface ClaimRequest {
+  readonly owner: string;
+  /** The lease in ms (lockAtMostFor). */
+  readonly ttl: number;
+  /** The tick's scheduled time in ms since the epoch; null claims without tick identity. */
+  readonly tick: number | null;
+  readonly instance: string;
+  /** Runs the history keeps (the oldest beyond this are dropped). */
+  readonly historyLimit: number;
+}
+
+export type ClaimReply =
+  /** `startedAt`: the server's time of the claim, in ms since the epoch. */
+  | { readonly claimed: true; readonly fence: number; readonly startedAt: number }
+  | { readonly claimed: false; readonly reason: 'locked'; readonly pttl: number }
+  | { readonly claimed: false; readonly reason: 'already-ran'; readonly lastTick: number };
+
+export interface FinishRequest {
+  readonly owner: string;
+  readonly fence: number;
+  /** The `startedAt` the claim returned. */
+  readonly startedAt: number;
+  readonly outcome: Exclude<StoredOutcome, 'running'>;
+  readonly error: string | null;
+  /** ms from `startedAt` the lock must still be held for; the lease is cut to what remains. */
+  readonly lockAtLeastFor: number;
+}
+
+/**
+ * `kept`: the lease now ends `remaining` ms from now (lockAtLeastFor); `released`: deleted;
+ * `expired` / `not-owner`: the lock was no longer ours (the run is recorded all the same).
+ */
+export type FinishReply =
+  | { readonly lease: 'kept'; readonly remaining: number }
+  | { readonly lease: 'released' | 'expired' | 'not-owner' };
+
+export interface JobState {
+  /** Whether the job's lock is held right now (by a run or by anyone else). */
+  readonly held: boolean;
+  /** Latest fencing token issued for the job's lock; 0 if never. */
+  readonly fence: number;
+  /** Latest tick claimed, or null if none. */
+  readonly lastTick: number | null;
+  /** Newest first. */
+  readonly runs: readonly StoredRun[];
+}
+
 export interface Store {
   /** Short label for messages and metrics: 'memory', 'ioredis', 'node-redis', … */
   readonly kind: string;
@@ -41,6 +104,23 @@ export interface Store {
   raiseFence(keys: LockKeys, fence: number): Promise<number>;
   /** Read the lock's current state (operator tooling and tests). */
   inspect(keys: LockKeys): Promise<LockState>;
+
+  /**
+   * Scheduler: claim one tick of a job in one step. Refuses when the lock is held or when the
+   * job's latest claimed tick is at or after `tick`; otherwise takes the lock with a lease of
+   * `ttl` ms, records the tick, issues the next fencing token and adds a `running` record to the
+   * history. Optional, so a Store written for locks alone still compiles; without it a Leasehold
+   * cannot run scheduled jobs.
+   */
+  claimTick?(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply>;
+  /**
+   * Scheduler: record how a run ended and end its lease: if `owner` holds the lock and less than
+   * `lockAtLeastFor` ms have passed since `startedAt` (server time), cut the lease to what remains;
+   * otherwise delete it and publish on the release channel.
+   */
+  finishTick?(keys: JobKeys, request: FinishRequest): Promise<FinishReply>;
+  /** Scheduler: the job's lock state, latest tick and newest `limit` runs, read in one step. */
+  readJob?(keys: JobKeys, limit: number): Promise<JobState>;
 
   /**
    * Listen on a release channel. Resolves once the subscription is live, so a release after

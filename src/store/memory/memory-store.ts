@@ -1,7 +1,20 @@
 import { now } from '../../core/clock.js';
 import { ChannelHub } from '../channel-hub.js';
-import type { LockKeys } from '../keys.js';
-import { type AcquireReply, type ExtendReply, type LockState, type ReleaseReply, STORE, type Store } from '../port.js';
+import type { JobKeys, LockKeys } from '../keys.js';
+import {
+  type AcquireReply,
+  type ClaimReply,
+  type ClaimRequest,
+  type ExtendReply,
+  type FinishReply,
+  type FinishRequest,
+  type JobState,
+  type LockState,
+  type ReleaseReply,
+  STORE,
+  type Store,
+  type StoredRun,
+} from '../port.js';
 
 interface Lease {
   owner: string;
@@ -20,6 +33,9 @@ export class MemoryStore implements Store {
   readonly #leases = new Map<string, Lease>();
   readonly #fences = new Map<string, number>();
   readonly #hub = new ChannelHub({ subscribe: async () => {}, unsubscribe: async () => {} });
+  readonly #ticks = new Map<string, number>();
+  /** Per history key, oldest first (ascending fencing token), as the Redis sorted set orders it. */
+  readonly #runs = new Map<string, StoredRun[]>();
 
   #live(key: string): Lease | undefined {
     const lease = this.#leases.get(key);
@@ -69,6 +85,66 @@ export class MemoryStore implements Store {
       owner: held?.owner ?? null,
       pttl: held ? Math.max(0, Math.ceil(held.expiresAt - now())) : -2,
       fence: this.#fences.get(keys.fence) ?? 0,
+    };
+  }
+
+  async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
+    const last = this.#ticks.get(keys.tick);
+    if (request.tick !== null && last !== undefined && last >= request.tick) {
+      return { claimed: false, reason: 'already-ran', lastTick: last };
+    }
+    // No await from the checks to the writes: the claim is one step, as the script is.
+    const holder = this.#live(keys.lock);
+    if (holder) return { claimed: false, reason: 'locked', pttl: Math.max(0, Math.ceil(holder.expiresAt - now())) };
+    this.#leases.set(keys.lock, { owner: request.owner, expiresAt: now() + request.ttl });
+    const fence = (this.#fences.get(keys.fence) ?? 0) + 1;
+    this.#fences.set(keys.fence, fence);
+    if (request.tick !== null) this.#ticks.set(keys.tick, request.tick);
+    // Date.now() stands in for the server's TIME: one process, one clock.
+    const startedAt = Date.now();
+    const runs = this.#runs.get(keys.runs) ?? [];
+    runs.push({
+      fence,
+      tick: request.tick,
+      instance: request.instance,
+      startedAt,
+      finishedAt: null,
+      outcome: 'running',
+      error: null,
+    });
+    if (runs.length > request.historyLimit) runs.splice(0, runs.length - request.historyLimit);
+    this.#runs.set(keys.runs, runs);
+    return { claimed: true, fence, startedAt };
+  }
+
+  async finishTick(keys: JobKeys, request: FinishRequest): Promise<FinishReply> {
+    const at = Date.now();
+    const runs = this.#runs.get(keys.runs) ?? [];
+    const i = runs.findIndex((r) => r.fence === request.fence);
+    const run = runs[i];
+    if (run && run.outcome === 'running') {
+      runs[i] = { ...run, finishedAt: at, outcome: request.outcome, error: request.error };
+    }
+    const held = this.#live(keys.lock);
+    if (!held) return { lease: 'expired' };
+    if (held.owner !== request.owner) return { lease: 'not-owner' };
+    const remaining = request.startedAt + request.lockAtLeastFor - at;
+    if (remaining > 0) {
+      held.expiresAt = now() + remaining;
+      return { lease: 'kept', remaining };
+    }
+    this.#leases.delete(keys.lock);
+    setImmediate(() => this.#hub.deliver(keys.channel));
+    return { lease: 'released' };
+  }
+
+  async readJob(keys: JobKeys, limit: number): Promise<JobState> {
+    const runs = this.#runs.get(keys.runs) ?? [];
+    return {
+      held: this.#live(keys.lock) !== undefined,
+      fence: this.#fences.get(keys.fence) ?? 0,
+      lastTick: this.#ticks.get(keys.tick) ?? null,
+      runs: runs.slice(-limit).reverse(),
     };
   }
 

@@ -1,7 +1,21 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import type { LockKeys } from '../keys.js';
-import { type AcquireReply, type ExtendReply, type LockState, type ReleaseReply, STORE, type Store } from '../port.js';
+import type { JobKeys, LockKeys } from '../keys.js';
+import {
+  type AcquireReply,
+  type ClaimReply,
+  type ClaimRequest,
+  type ExtendReply,
+  type FinishReply,
+  type FinishRequest,
+  type JobState,
+  type LockState,
+  type ReleaseReply,
+  STORE,
+  type Store,
+  type StoredOutcome,
+  type StoredRun,
+} from '../port.js';
 import { isReplyError, isUnavailableReply, type RedisConnection, type Subscriber } from './connection.js';
 import { runScript } from './run-script.js';
 import { SCRIPTS, type Script } from './scripts.js';
@@ -22,6 +36,40 @@ function integer(reply: unknown, script: Script): number {
     throw new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
   }
   return n;
+}
+
+const OUTCOMES: readonly StoredOutcome[] = ['running', 'ok', 'failed', 'done', 'lost', 'abandoned'];
+
+/** A run record as claim-tick / finish-tick wrote it (JSON); anything else is a store error. */
+function storedRun(member: unknown): StoredRun {
+  let value: unknown;
+  try {
+    value = typeof member === 'string' ? JSON.parse(member) : undefined;
+  } catch {
+    value = undefined;
+  }
+  const r = (value ?? {}) as Record<string, unknown>;
+  const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+  const numOrNull = (v: unknown) => v === null || v === undefined || num(v);
+  if (
+    !num(r.fence) ||
+    !num(r.startedAt) ||
+    !numOrNull(r.tick) ||
+    !numOrNull(r.finishedAt) ||
+    typeof r.instance !== 'string' ||
+    !(OUTCOMES as readonly unknown[]).includes(r.outcome)
+  ) {
+    throw new LockError(ErrorCode.STORE, `unexpected run record in the job history: ${JSON.stringify(member)}`);
+  }
+  return {
+    fence: r.fence as number,
+    tick: typeof r.tick === 'number' ? r.tick : null,
+    instance: r.instance,
+    startedAt: r.startedAt as number,
+    finishedAt: typeof r.finishedAt === 'number' ? r.finishedAt : null,
+    outcome: r.outcome as StoredOutcome,
+    error: typeof r.error === 'string' ? r.error : null,
+  };
 }
 
 /** The Store port on Redis: one Lua script per state change, run through one runner. */
@@ -104,6 +152,60 @@ export class RedisStore implements Store {
       owner: typeof owner === 'string' ? owner : null,
       pttl: integer(pttl, SCRIPTS.inspect),
       fence: integer(fence, SCRIPTS.inspect),
+    };
+  }
+
+  async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
+    const reply = await this.#run(
+      SCRIPTS.claimTick,
+      [keys.lock, keys.fence, keys.tick, keys.runs],
+      [request.owner, request.ttl, request.tick ?? '', request.instance, request.historyLimit],
+    );
+    if (!Array.isArray(reply) || reply.length < 2) {
+      throw new LockError(ErrorCode.STORE, `unexpected reply from claim-tick: ${JSON.stringify(reply)}`);
+    }
+    const code = integer(reply[0], SCRIPTS.claimTick);
+    const value = integer(reply[1], SCRIPTS.claimTick);
+    if (code === 1) return { claimed: true, fence: value, startedAt: integer(reply[2], SCRIPTS.claimTick) };
+    if (code === 0) return { claimed: false, reason: 'locked', pttl: value };
+    return { claimed: false, reason: 'already-ran', lastTick: value };
+  }
+
+  async finishTick(keys: JobKeys, request: FinishRequest): Promise<FinishReply> {
+    const publish = await this.#publishCommand();
+    const reply = await this.#run(
+      SCRIPTS.finishTick,
+      [keys.lock, keys.runs],
+      [
+        request.owner,
+        request.fence,
+        request.startedAt,
+        request.outcome,
+        request.error ?? '',
+        request.lockAtLeastFor,
+        publish,
+        keys.channel,
+      ],
+    );
+    if (!Array.isArray(reply) || reply.length !== 2) {
+      throw new LockError(ErrorCode.STORE, `unexpected reply from finish-tick: ${JSON.stringify(reply)}`);
+    }
+    const code = integer(reply[0], SCRIPTS.finishTick);
+    if (code === 1) return { lease: 'kept', remaining: integer(reply[1], SCRIPTS.finishTick) };
+    return { lease: code === 2 ? 'released' : code === 0 ? 'expired' : 'not-owner' };
+  }
+
+  async readJob(keys: JobKeys, limit: number): Promise<JobState> {
+    const reply = await this.#run(SCRIPTS.readJob, [keys.lock, keys.fence, keys.tick, keys.runs], [limit]);
+    if (!Array.isArray(reply) || reply.length < 3) {
+      throw new LockError(ErrorCode.STORE, `unexpected reply from read-job: ${JSON.stringify(reply)}`);
+    }
+    const lastTick = integer(reply[2], SCRIPTS.readJob);
+    return {
+      held: integer(reply[0], SCRIPTS.readJob) === 1,
+      fence: integer(reply[1], SCRIPTS.readJob),
+      lastTick: lastTick < 0 ? null : lastTick,
+      runs: reply.slice(3).map(storedRun),
     };
   }
 

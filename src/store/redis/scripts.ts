@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto';
 import acquireSource from './lua/acquire.lua';
+import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
+import finishTickSource from './lua/finish-tick.lua';
 import inspectSource from './lua/inspect.lua';
 import raiseFenceSource from './lua/raise-fence.lua';
+import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
 
 /** A Lua script with its SHA1, so the runner can EVALSHA first. */
@@ -23,4 +26,7 @@ export const SCRIPTS = Object.freeze({
   extend: script('extend', extendSource),
   raiseFence: script('raise-fence', raiseFenceSource),
   inspect: script('inspect', inspectSource),
+  claimTick: script('claim-tick', claimTickSource),
+  finishTick: script('finish-tick', finishTickSource),
+  readJob: script('read-job', readJobSource),
 });

@@ -1,0 +1,269 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Leasehold } from '../leasehold.js';
+import type { RunRecord } from '../schedule/history.js';
+import { jobKeys } from '../store/keys.js';
+import { MemoryStore } from '../store/memory/memory-store.js';
+import { LatentStore } from './latent-store.js';
+import { type DemoPlan, type PodEvent, runPod } from './pod.js';
+import { connectRedis } from './redis.js';
+import { bold, clockTime, cyan, dim, green, red, yellow } from './style.js';
+
+export interface DemoOptions {
+  /** redis://… to run the pods as separate processes against a real Redis; else the memory store. */
+  readonly redis?: string | undefined;
+  readonly ticks: number;
+}
+
+const PODS = ['pod-1', 'pod-2', 'pod-3'];
+const PREFIX = 'leasehold-demo';
+const EVERY = 1_000;
+const PLAN_DEFAULTS = {
+  cron: '* * * * * *',
+  every: EVERY,
+  taskMs: 400,
+  lockAtMostFor: 1_500,
+  lockAtLeastFor: 500,
+};
+/** How long after its first 'start' report a pod is killed: mid-job. */
+const KILL_AFTER = 150;
+
+interface PodHandle {
+  readonly name: string;
+  kill(): void;
+  readonly exited: Promise<void>;
+}
+
+function memoryPods(store: MemoryStore, plan: DemoPlan, onEvent: (e: PodEvent) => void): PodHandle[] {
+  return PODS.map((name) => {
+    const locks = new Leasehold(new LatentStore(store, 20), { prefix: PREFIX });
+    let dead = false;
+    const report = (e: PodEvent) => {
+      if (!dead) onEvent(e);
+    };
+    report({ type: 'ready', pod: name, pid: process.pid });
+    const exited = runPod(locks, name, plan, report)
+      .catch(() => undefined)
+      .finally(() => locks.close());
+    return {
+      name,
+      // A crash, as far as one process can fake it: close() drops the pod's timers and abandons
+      // its lease without releasing it, so the lease ends by lockAtMostFor as a dead pod's would.
+      kill: () => {
+        dead = true;
+        void locks.close();
+      },
+      exited,
+    };
+  });
+}
+
+function processPods(url: string, plan: DemoPlan, onEvent: (e: PodEvent) => void, onFail: (why: string) => void) {
+  const cli = fileURLToPath(import.meta.url);
+  return PODS.map((name): PodHandle => {
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [cli, 'demo-pod', '--redis', url, '--pod', name, '--prefix', PREFIX, '--plan', JSON.stringify(plan)],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let killed = false;
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (text: string) => {
+      stderr = (stderr + text).slice(-2_000);
+    });
+    if (child.stdout) {
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        try {
+          onEvent(JSON.parse(line) as PodEvent);
+        } catch {
+          // Not an event line: ignore it.
+        }
+      });
+    }
+    const exited = new Promise<void>((resolve) => {
+      child.once('exit', (code, signal) => {
+        if (!killed && code !== 0) onFail(`${name} exited with ${signal ?? `code ${code}`}: ${stderr.trim()}`);
+        resolve();
+      });
+      child.once('error', (error) => {
+        onFail(`${name} could not start: ${error.message}`);
+        resolve();
+      });
+    });
+    return {
+      name,
+      kill: () => {
+        killed = true;
+        child.kill('SIGKILL');
+      },
+      exited,
+    };
+  });
+}
+
+interface TickLog {
+  readonly starts: { pod: string; fence: number | null }[];
+  readonly done: Map<string, number>;
+  readonly skips: { pod: string; reason: string }[];
+}
+
+interface Kill {
+  readonly pod: string;
+  readonly tick: number;
+  readonly leaseEnds: number;
+}
+
+/** The demo: three pods, one job, a kill mid-job, a timeline, a verdict. Resolves the exit code. */
+export async function demo(options: DemoOptions): Promise<number> {
+  const out = (line = '') => process.stdout.write(`${line}\n`);
+  const memory = options.redis === undefined;
+  const lead = memory ? 1_200 : 2_500;
+  const first = Math.ceil((Date.now() + lead) / EVERY) * EVERY;
+  const plan: DemoPlan = {
+    ...PLAN_DEFAULTS,
+    job: `demo-${randomBytes(3).toString('hex')}`,
+    first,
+    last: first + (options.ticks - 1) * EVERY,
+  };
+  const ticks = Array.from({ length: options.ticks }, (_, i) => first + i * EVERY);
+  const killTick = ticks[Math.min(4, ticks.length - 3)] as number;
+
+  const redis = memory ? undefined : await connectRedis(options.redis as string);
+  const store = memory ? new MemoryStore() : undefined;
+  const observer = new Leasehold((store ?? redis?.client) as object, { prefix: PREFIX });
+
+  out(bold(`leasehold demo: ${PODS.length} pods run one job, ${options.ticks} ticks`));
+  out(
+    `  ${memory ? 'memory store, pods in this process' : `Redis at ${options.redis} (${redis?.library}), each pod its own process`}`,
+  );
+  out(
+    `  job "${plan.job}", cron "${plan.cron}" (every second); each run takes ~${plan.taskMs} ms; ` +
+      `lockAtMostFor ${plan.lockAtMostFor} ms, lockAtLeastFor ${plan.lockAtLeastFor} ms`,
+  );
+  out(`  the pod that runs tick ${ticks.indexOf(killTick) + 1} is killed ${KILL_AFTER} ms into it`);
+  out();
+
+  const logs = new Map<number, TickLog>(ticks.map((t) => [t, { starts: [], done: new Map(), skips: [] }]));
+  const failures: string[] = [];
+  let kill: Kill | undefined;
+  let pods: PodHandle[] = [];
+  const ready = new Set<string>();
+
+  const onEvent = (e: PodEvent) => {
+    if (e.type === 'ready') {
+      ready.add(e.pod);
+      if (!memory) out(dim(`  ${e.pod} is up (pid ${e.pid})`));
+      return;
+    }
+    if (e.type === 'stopped') return;
+    const log = logs.get(e.tick);
+    if (!log) return;
+    if (e.type === 'start') {
+      log.starts.push({ pod: e.pod, fence: e.fence });
+      if (e.tick === killTick && !kill) {
+        kill = { pod: e.pod, tick: e.tick, leaseEnds: Date.now() + plan.lockAtMostFor };
+        const victim = pods.find((p) => p.name === e.pod);
+        setTimeout(() => victim?.kill(), KILL_AFTER);
+      }
+    } else if (e.type === 'done') log.done.set(e.pod, e.ms);
+    else if (e.type === 'skip') log.skips.push({ pod: e.pod, reason: e.reason });
+    else if (e.type === 'failed' && kill?.pod !== e.pod) failures.push(`${e.pod} failed at tick ${e.tick}: ${e.error}`);
+  };
+
+  pods = memory
+    ? memoryPods(store as MemoryStore, plan, onEvent)
+    : processPods(options.redis as string, plan, onEvent, (why) => failures.push(why));
+
+  // The table starts once every pod is up (or when the first tick is near, whichever comes first).
+  while (ready.size < pods.length && Date.now() < first - 300) await sleep(20);
+  if (!memory) out();
+  out(dim('  tick  scheduled     ran on  fence  the other pods'));
+  let tookOver = false;
+  for (const [i, tick] of ticks.entries()) {
+    await sleep(Math.max(0, tick + EVERY - 100 - Date.now()));
+    const log = logs.get(tick) as TickLog;
+    const number = String(i + 1).padStart(6);
+    const when = clockTime(tick);
+    const others = [...log.skips]
+      .sort((a, b) => a.pod.localeCompare(b.pod))
+      .map((s) => `${s.pod} ${s.reason}`)
+      .join(', ');
+    let line: string;
+    if (log.starts.length === 0) {
+      const why =
+        kill && tick > kill.tick && tick < kill.leaseEnds
+          ? yellow(`nobody: ${kill.pod}'s lease is still held`)
+          : red('nobody ran it');
+      line = `${number}  ${when}  ${'-'.padEnd(6)}  ${''.padEnd(5)}  ${others}  ${why}`;
+    } else {
+      const who = log.starts.map((s) => s.pod).join('+');
+      const fence = log.starts.map((s) => (s.fence === null ? '-' : `#${s.fence}`)).join('+');
+      let note = '';
+      if (log.starts.length > 1) note = red(`  RAN ${log.starts.length} TIMES`);
+      else if (kill && tick === kill.tick) {
+        note = red(
+          `  ${kill.pod} KILLED ${KILL_AFTER} ms into the run; its lease runs out by ${clockTime(kill.leaseEnds)}`,
+        );
+      } else if (kill && tick > kill.tick && !tookOver) {
+        tookOver = true;
+        note = green(`  takeover: ${who} runs the job once ${kill.pod}'s lease ran out`);
+      }
+      line = `${number}  ${when}  ${cyan(who.padEnd(6))}  ${fence.padEnd(5)}  ${others}${note}`;
+    }
+    out(line);
+  }
+
+  await Promise.all(pods.map((p) => p.exited));
+  let history: RunRecord[] = [];
+  try {
+    history = await observer.jobHistory(plan.job, 100);
+  } catch (error) {
+    failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  await observer.close();
+  if (redis) {
+    const keys = jobKeys(PREFIX, plan.job);
+    await redis.del([keys.lock, keys.fence, keys.tick, keys.runs]).catch(() => undefined);
+    await redis.close();
+  }
+
+  const outcomes = new Map<string, number>();
+  for (const r of history) outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);
+  out();
+  out(
+    `  run history in the store: ${history.length} runs (${[...outcomes].map(([k, n]) => `${n} ${k}`).join(', ')})` +
+      (kill ? `; the abandoned one is ${kill.pod}'s killed run` : ''),
+  );
+
+  const perTickHistory = new Map<number, number>();
+  for (const r of history) {
+    const t = r.tick?.getTime();
+    if (t !== undefined) perTickHistory.set(t, (perTickHistory.get(t) ?? 0) + 1);
+  }
+  const twice: string[] = [];
+  let once = 0;
+  let leaseGap = 0;
+  let missed = 0;
+  for (const [i, tick] of ticks.entries()) {
+    const runs = Math.max((logs.get(tick) as TickLog).starts.length, perTickHistory.get(tick) ?? 0);
+    if (runs > 1) twice.push(`tick ${i + 1} ran ${runs} times`);
+    else if (runs === 1) once++;
+    else if (kill && tick > kill.tick && tick < kill.leaseEnds) leaseGap++;
+    else missed++;
+  }
+  const n = ticks.length;
+  if (twice.length > 0 || failures.length > 0) {
+    for (const f of failures) out(red(`  ${f}`));
+    out(bold(red(`verdict: FAILED: ${twice.length > 0 ? twice.join(', ') : 'see above'}`)));
+    return 1;
+  }
+  const parts = [`${once} ran exactly once${kill ? ' (one of them cut short by the kill)' : ''}`];
+  if (leaseGap > 0) parts.push(`${leaseGap} skipped while the dead pod's lease ran out`);
+  if (missed > 0) parts.push(yellow(`${missed} ran nowhere`));
+  const summary = once === n ? `${n} ticks, each ran exactly once` : `${n} ticks, none ran twice: ${parts.join(', ')}`;
+  out(bold(green(`verdict: ${summary}`)));
+  return 0;
+}

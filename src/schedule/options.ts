@@ -1,0 +1,142 @@
+import { hostname } from 'node:os';
+import { DEFAULTS } from '../core/defaults.js';
+import { invalidArgument } from '../core/errors.js';
+import * as validate from '../core/validate.js';
+
+export type JobWhenUnavailable = 'skip' | 'run';
+
+/** What every run of a job shares: `schedule`, `runOnce` and the node-cron coordinator. */
+export interface RunOptions {
+  /**
+   * ms a run holds the job's lock at most: how long a crashed instance can block the job. While
+   * the task runs, the lease is extended (see `keepAlive`), and the task's `signal` aborts if it
+   * is lost. Default 30_000.
+   */
+  lockAtMostFor?: number;
+  /**
+   * ms the lock is kept from the run's claim (server time), however short the task: an instance
+   * whose clock lags finds the job locked. At most `lockAtMostFor`. Default 0.
+   */
+  lockAtLeastFor?: number;
+  /**
+   * When the backend is unreachable: `'skip'` does not run (fail closed); `'run'` runs the task
+   * without a lock (`run.lock` is null; for idempotent work only). Default `'skip'`.
+   */
+  whenUnavailable?: JobWhenUnavailable;
+  /** Extend the lease every lockAtMostFor/3 while the task runs. Default true. */
+  keepAlive?: boolean;
+  /** This instance's name in the run history. Default `` `${os.hostname()}:${process.pid}` ``. */
+  instance?: string;
+  /** Runs the store keeps in the job's history (the oldest beyond are dropped). Default 50. */
+  historyLimit?: number;
+}
+
+/** Options of `schedule()`. */
+export interface ScheduleOptions extends RunOptions {
+  /** IANA time zone for a cron expression (e.g. `'Asia/Seoul'`). Default: the process's zone. Ignored for intervals. */
+  timezone?: string;
+  /**
+   * The wall clock deciding when ticks are due, in ms since the epoch. Default `Date.now`.
+   * Leases never use it: they run on the monotonic clock and the server's.
+   */
+  clock?: () => number;
+  /** Let the process exit while this job waits for its next tick. Default false. */
+  unref?: boolean;
+}
+
+/** Options of `runOnce()`. */
+export interface RunOnceOptions extends RunOptions {
+  /**
+   * The identity of this run, such as the date of a nightly settlement: once a run with this tick
+   * (or a later one) was claimed, another call with it reports `already-ran`. Default: none (only
+   * the lock, and lockAtLeastFor, keep calls apart).
+   */
+  tick?: Date | number;
+}
+
+/** Options of the node-cron coordinator; the lease is node-cron's `distributedLease` (30_000 by default). */
+export type NodeCronCoordinatorOptions = Omit<RunOptions, 'lockAtMostFor'>;
+
+/** @internal */
+export interface RunSettings {
+  readonly lockAtMostFor: number;
+  readonly lockAtLeastFor: number;
+  readonly whenUnavailable: JobWhenUnavailable;
+  readonly keepAlive: boolean;
+  readonly instance: string;
+  readonly historyLimit: number;
+}
+
+/** @internal */
+export interface ScheduleSettings extends RunSettings {
+  readonly timezone: string | undefined;
+  readonly clock: () => number;
+  readonly unref: boolean;
+}
+
+const WHEN_UNAVAILABLE: readonly JobWhenUnavailable[] = ['skip', 'run'];
+/** Largest history a job keeps, and the most runs one read returns. */
+export const MAX_HISTORY = 10_000;
+
+function defaultInstance(): string {
+  return `${hostname()}:${process.pid}`;
+}
+
+function runSettings(o: Record<string, unknown>, lockAtMostFor: number): RunSettings {
+  const lockAtLeastFor = validate.optionalDuration(o.lockAtLeastFor, 'lockAtLeastFor', 0, DEFAULTS.lockAtLeastFor);
+  if (lockAtLeastFor > lockAtMostFor) {
+    throw invalidArgument(
+      `\`lockAtLeastFor\` (${lockAtLeastFor} ms) must not exceed \`lockAtMostFor\` (${lockAtMostFor} ms)`,
+    );
+  }
+  return {
+    lockAtMostFor,
+    lockAtLeastFor,
+    whenUnavailable: validate.optionalChoice(
+      o.whenUnavailable,
+      'whenUnavailable',
+      WHEN_UNAVAILABLE,
+      DEFAULTS.jobWhenUnavailable,
+    ),
+    keepAlive: validate.optionalBoolean(o.keepAlive, 'keepAlive', DEFAULTS.keepAlive),
+    instance: validate.optionalText(o.instance, 'instance', DEFAULTS.maxInstanceLength, defaultInstance()),
+    historyLimit: validate.optionalInteger(o.historyLimit, 'historyLimit', 1, MAX_HISTORY, DEFAULTS.historyLimit),
+  };
+}
+
+function lockAtMostFor(o: Record<string, unknown>): number {
+  return validate.optionalDuration(o.lockAtMostFor, 'lockAtMostFor', 1, DEFAULTS.lockAtMostFor);
+}
+
+export function scheduleSettings(options: unknown): ScheduleSettings {
+  const o = validate.options(options, 'schedule options');
+  const clock = validate.optionalFn<() => number>(o.clock, 'clock') ?? Date.now;
+  const probe: unknown = clock();
+  if (typeof probe !== 'number' || !Number.isFinite(probe)) {
+    throw invalidArgument(`\`clock\` must return ms since the epoch, got ${validate.show(probe)}`);
+  }
+  return {
+    ...runSettings(o, lockAtMostFor(o)),
+    timezone: validate.optionalTimezone(o.timezone),
+    clock,
+    unref: validate.optionalBoolean(o.unref, 'unref', false),
+  };
+}
+
+export function runOnceSettings(options: unknown): RunSettings & { readonly tick: number | null } {
+  const o = validate.options(options, 'runOnce options');
+  return { ...runSettings(o, lockAtMostFor(o)), tick: validate.optionalInstant(o.tick, 'tick') ?? null };
+}
+
+/** The coordinator learns its lease per call; lockAtLeastFor is checked against it then. */
+export function coordinatorSettings(options: unknown): (lease: number) => RunSettings {
+  const o = validate.options(options, 'nodeCronCoordinator options');
+  if (o.lockAtMostFor !== undefined) {
+    throw invalidArgument("`lockAtMostFor` is node-cron's `distributedLease` option here; set it on the task");
+  }
+  runSettings(o, DEFAULTS.maxDuration);
+  return (lease) => runSettings(o, validate.duration(lease, 'distributedLease', 1));
+}
+
+/** ms the scheduler waits at most between two looks at the clock (what a Node timer can hold). */
+export const MAX_TIMER = DEFAULTS.maxDuration;
