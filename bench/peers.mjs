@@ -1,0 +1,159 @@
+/**
+ * One adapter per library, all with the same shape:
+ *   { name, setup(clients), acquire(key, { ttl, wait }) → handle, release(handle), teardown() }
+ * `clients` holds one ioredis client, or several (one per independent master) for Redlock.
+ * Each library is configured the way its README shows a user: its own defaults, plus only what
+ * it takes to say "lease `ttl` ms, wait up to `wait` ms". Peers that count retries instead of
+ * taking a wait budget get as many retries as fit in it at their default retry delay.
+ */
+import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
+import { Mutex, RedlockMutex } from 'redis-semaphore';
+import Redlock, { ResourceLockedError } from 'redlock';
+import { createLock, createRedlock, IoredisAdapter } from 'redlock-universal';
+import { Leasehold } from '../dist/index.js';
+
+function retriesWithin(wait, retryDelay) {
+  return Math.ceil(wait / retryDelay);
+}
+
+/** Errors a library reports on the side (failed votes that are not "someone holds it"). */
+function sideErrors(name, isExpected) {
+  let reported = false;
+  return (error) => {
+    if (isExpected(error) || reported) return;
+    reported = true;
+    console.error(`[${name}] ${error?.message ?? error}`);
+  };
+}
+
+function leasehold() {
+  let lh;
+  return {
+    name: 'leasehold',
+    async setup(clients) {
+      lh = new Leasehold(clients.length === 1 ? clients[0] : clients);
+      const report = sideErrors('leasehold', () => false);
+      lh.on('backendError', ({ error }) => report(error));
+    },
+    acquire: (key, { ttl, wait }) => lh.acquire(key, { ttl, wait }),
+    release: (lock) => lock.release(),
+    async teardown() {
+      await lh?.close();
+    },
+  };
+}
+
+/** Both Redlock ports share their API; their README wants an 'error' listener (it emits one per failed vote). */
+function redlockLike(name, RedlockClass, LockedError) {
+  return () => {
+    let redlock;
+    return {
+      name,
+      async setup(clients) {
+        redlock = new RedlockClass(clients);
+        redlock.on(
+          'error',
+          sideErrors(name, (e) => e instanceof LockedError),
+        );
+      },
+      acquire: (key, { ttl, wait }) =>
+        redlock.acquire([key], ttl, { retryCount: retriesWithin(wait, redlock.settings.retryDelay) }),
+      release: (lock) => lock.release(),
+      async teardown() {},
+    };
+  };
+}
+
+/** The README builds one Mutex per use: `new Mutex(client, key)`, acquire, release. */
+function redisSemaphore() {
+  let make;
+  return {
+    name: 'redis-semaphore',
+    async setup(clients) {
+      make =
+        clients.length === 1
+          ? (key, options) => new Mutex(clients[0], key, options)
+          : (key, options) => new RedlockMutex(clients, key, options);
+    },
+    async acquire(key, { ttl, wait }) {
+      const mutex = make(key, { lockTimeout: ttl, acquireTimeout: wait });
+      await mutex.acquire();
+      return mutex;
+    },
+    release: (mutex) => mutex.release(),
+    async teardown() {},
+  };
+}
+
+/** redlock-universal's default retry delays (its README's Configuration section). */
+const UNIVERSAL_RETRY_DELAY = 100;
+const UNIVERSAL_REDLOCK_RETRY_DELAY = 200;
+
+/** The README builds one lock object per key (`createLock({ adapter, key, ttl })`) and reuses it. */
+function redlockUniversal() {
+  let make;
+  const locks = new Map();
+  return {
+    name: 'redlock-universal',
+    async setup(clients) {
+      const adapters = clients.map((c) => new IoredisAdapter(c));
+      make =
+        adapters.length === 1
+          ? (key, ttl, wait) =>
+              createLock({ adapter: adapters[0], key, ttl, retryAttempts: retriesWithin(wait, UNIVERSAL_RETRY_DELAY) })
+          : (key, ttl, wait) =>
+              createRedlock({ adapters, key, ttl, retryAttempts: retriesWithin(wait, UNIVERSAL_REDLOCK_RETRY_DELAY) });
+    },
+    async acquire(key, { ttl, wait }) {
+      const id = `${key}\0${ttl}\0${wait}`;
+      let lock = locks.get(id);
+      if (!lock) {
+        lock = make(key, ttl, wait);
+        locks.set(id, lock);
+      }
+      return { lock, handle: await lock.acquire() };
+    },
+    release: ({ lock, handle }) => lock.release(handle),
+    async teardown() {
+      locks.clear();
+    },
+  };
+}
+
+const COMPARE_AND_DELETE =
+  "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/**
+ * Not a library: the least any lock can send on ioredis, one SET NX PX to take it and one
+ * compare-and-delete script to give it back, with no waiting, fencing or watchdog. The ceiling
+ * a two-round-trip lock can reach on this machine; uncontended scenarios only.
+ */
+function bareIoredis() {
+  let client;
+  let sha;
+  let n = 0;
+  return {
+    name: 'bare ioredis (floor)',
+    async setup(clients) {
+      [client] = clients;
+      sha = await client.script('LOAD', COMPARE_AND_DELETE);
+    },
+    async acquire(key, { ttl }) {
+      const token = `${process.pid}:${n++}`;
+      if ((await client.set(key, token, 'PX', ttl, 'NX')) !== 'OK') throw new Error(`${key} is held`);
+      return { key, token };
+    },
+    release: ({ key, token }) => client.evalsha(sha, 1, key, token),
+    async teardown() {},
+  };
+}
+
+/** Fresh adapters for one run: nothing carries over from one scenario or round to the next. */
+export const LIBRARIES = [
+  { name: 'leasehold', create: leasehold },
+  { name: 'redlock', create: redlockLike('redlock', Redlock, ResourceLockedError) },
+  { name: '@sesamecare-oss/redlock', create: redlockLike('@sesamecare-oss/redlock', SesameRedlock, SesameLocked) },
+  { name: 'redis-semaphore', create: redisSemaphore },
+  { name: 'redlock-universal', create: redlockUniversal },
+  { name: 'bare ioredis (floor)', create: bareIoredis, reference: true },
+];

@@ -1,0 +1,268 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { contendedChart } from './chart.mjs';
+import { median } from './stats.mjs';
+
+const SELF = 'leasehold';
+/** Reference rows (not libraries): shown for scale, never "the best peer". */
+const REFERENCE = /\(floor\)$/;
+const README = new URL('./README.md', import.meta.url).pathname;
+const README_START = '<!-- results:start -->';
+const README_END = '<!-- results:end -->';
+
+/** Per contestant: the median of each metric over the rounds that produced it. */
+function summarize(results) {
+  const summary = {};
+  for (const [scenario, { metrics, contestants }] of Object.entries(results)) {
+    summary[scenario] = {};
+    for (const [name, rounds] of Object.entries(contestants)) {
+      const ok = rounds.filter((r) => !r.error && !r.unavailable);
+      const row = { rounds: ok.length, errors: rounds.filter((r) => r.error).map((r) => r.error) };
+      if (ok.length === 0 && rounds.some((r) => r.unavailable))
+        row.unavailable = rounds.find((r) => r.unavailable).unavailable;
+      for (const { key } of metrics) row[key] = median(ok.map((r) => r[key]));
+      // Starvation is about the worst round, not the typical one.
+      if (metrics.some((m) => m.key === 'minPerWorker') && ok.length > 0) {
+        row.minPerWorkerWorstRound = Math.min(...ok.map((r) => r.minPerWorker));
+      }
+      summary[scenario][name] = row;
+    }
+  }
+  return summary;
+}
+
+function bestPeer(rows, key, better) {
+  let best = null;
+  for (const [name, row] of Object.entries(rows ?? {})) {
+    const value = row[key];
+    if (name === SELF || REFERENCE.test(name) || typeof value !== 'number') continue;
+    if (!best || (better === 'higher' ? value > best.value : value < best.value)) best = { name, value };
+  }
+  return best;
+}
+
+/** The bars of issue #3, each judged on ratios measured in this one run. */
+function judge(summary) {
+  const bars = [];
+  const self = (scenario, key) => summary[scenario]?.[SELF]?.[key];
+  const versusPeer = (scenario, key, better, factor, label) => {
+    const mine = self(scenario, key);
+    const best = bestPeer(summary[scenario], key, better);
+    if (typeof mine !== 'number' || !best) return;
+    const ratio = mine / best.value;
+    bars.push({
+      bar: label,
+      target: better === 'higher' ? `≥ ${factor}× best peer` : `≤ ${factor}× best peer`,
+      measured: `${ratio.toFixed(2)}× (${best.name})`,
+      met: better === 'higher' ? ratio >= factor : ratio <= factor,
+    });
+  };
+  versusPeer('serial', 'cyclesPerSec', 'higher', 1.2, 'serial cycles/s');
+  versusPeer('parallel', 'cyclesPerSec', 'higher', 1.5, 'parallel cycles/s');
+  const ceiling = summary.limit?.['redis-benchmark']?.cycleCeiling;
+  if (typeof self('parallel', 'cyclesPerSec') === 'number' && typeof ceiling === 'number') {
+    const share = self('parallel', 'cyclesPerSec') / ceiling;
+    bars.push({
+      bar: 'parallel cycles/s vs redis-benchmark',
+      target: '≥ 50 % of the ceiling',
+      measured: `${(share * 100).toFixed(1)} % of ${format(ceiling, 0)}`,
+      met: share >= 0.5,
+    });
+  }
+  for (const [scenario, suffix] of [
+    ['contended', ''],
+    ['contended-apart', ' (apart: 16 instances, beyond the issue)'],
+  ]) {
+    versusPeer(scenario, 'handoffsPerSec', 'higher', 1.2, `contended handoffs/s${suffix}`);
+    versusPeer(scenario, 'waitP99', 'lower', 0.2, `contended wait p99${suffix}`);
+    const fewest = self(scenario, 'minPerWorkerWorstRound');
+    if (typeof fewest === 'number') {
+      bars.push({
+        bar: `no starvation${suffix}`,
+        target: 'every worker acquires, every round',
+        measured: `fewest ${fewest}`,
+        met: fewest > 0,
+      });
+    }
+    const calls = self(scenario, 'callsPerAcquisition');
+    if (typeof calls === 'number') {
+      bars.push({
+        bar: `Redis calls per acquisition${suffix}`,
+        target: '≤ 3',
+        measured: calls.toFixed(2),
+        met: calls <= 3,
+      });
+    }
+    const overlaps = self(scenario, 'overlaps');
+    if (typeof overlaps === 'number') {
+      bars.push({
+        bar: `mutual exclusion (sanity)${suffix}`,
+        target: '0 overlaps',
+        measured: String(overlaps),
+        met: overlaps === 0,
+      });
+    }
+  }
+  const perCycle = self('memory', 'heapBytesPerCycle');
+  if (typeof perCycle === 'number') {
+    const m = summary.memory[SELF];
+    bars.push({
+      bar: 'memory flat',
+      target: '< 1 B of live heap per cycle',
+      measured:
+        `${perCycle.toFixed(3)} B/cycle over ${format(m.cycles, 0)} cycles ` +
+        `(heap ${format(m.heapBeforeMB, 1)} → ${format(m.heapAfterMB, 1)} MB, RSS ${format(m.rssBeforeMB, 1)} → ${format(m.rssAfterMB, 1)} MB)`,
+      met: perCycle < 1,
+    });
+  }
+  return bars;
+}
+
+function format(value, digits) {
+  if (typeof value !== 'number' || !Number.isFinite(value)) return '–';
+  return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+/**
+ * A Markdown table with its columns padded to one width, the layout biome's formatter gives a
+ * table (bench/README.md is formatted and linted; the generated section must pass as is).
+ * `align`: 'left' | 'right' | 'center' per column.
+ */
+function markdownTable(header, rows, align) {
+  const widths = header.map((h, i) => Math.max(3, h.length, ...rows.map((r) => r[i].length)));
+  const pad = (text, i) => {
+    const gap = widths[i] - text.length;
+    if (align[i] === 'right') return ' '.repeat(gap) + text;
+    if (align[i] === 'center') return ' '.repeat(Math.floor(gap / 2)) + text + ' '.repeat(Math.ceil(gap / 2));
+    return text + ' '.repeat(gap);
+  };
+  const line = (cells) => `| ${cells.map(pad).join(' | ')} |`;
+  const rule = widths.map((w, i) => {
+    if (align[i] === 'right') return `${'-'.repeat(w - 1)}:`;
+    if (align[i] === 'center') return `:${'-'.repeat(w - 2)}:`;
+    return '-'.repeat(w);
+  });
+  return [line(header), `| ${rule.join(' | ')} |`, ...rows.map(line)].join('\n');
+}
+
+function table(scenario, rows) {
+  const names = Object.keys(rows).sort((a, b) => (a === SELF ? -1 : b === SELF ? 1 : 0));
+  const body = names.map((name) => {
+    const row = rows[name];
+    const label = name === SELF ? `**${name}**` : REFERENCE.test(name) ? `_${name}_` : name;
+    if (row.unavailable) return [label, ...scenario.metrics.map(() => 'n/a')];
+    if (row.rounds === 0) return [label, ...scenario.metrics.map(() => 'error')];
+    const cells = scenario.metrics.map(({ key, digits }) => {
+      const text = format(row[key], digits);
+      const mine = rows[SELF]?.[key];
+      if (name === SELF || typeof mine !== 'number' || typeof row[key] !== 'number' || row[key] === 0) return text;
+      return `${text} (×${format(mine / row[key], 2)})`;
+    });
+    return [label, ...cells];
+  });
+  const header = ['library', ...scenario.metrics.map((m) => m.label)];
+  return markdownTable(header, body, ['left', ...scenario.metrics.map(() => 'right')]);
+}
+
+const NOTES = {
+  serial:
+    'Latency of `acquire` alone; a cycle is acquire + release. CPU per cycle: this process (library + ioredis) ' +
+    'and redis-server (INFO cpu). _bare ioredis (floor)_ is no library: one SET NX PX and one compare-and-delete ' +
+    'script per cycle, the least a two-round-trip lock can cost on this client.',
+  parallel: 'All 64 loops share one ioredis client (one connection) per library. Floor row as above.',
+  limit:
+    'The ceiling the parallel bar is measured against: the server fed as fast as it takes it (the C client, ' +
+    '64 connections, 16-deep pipelines); a lock cycle is two EVALSHA calls. Unpipelined, each connection waits ' +
+    'for its reply, which the libraries do not (their loops share one connection, written back to back).',
+  contended:
+    'All 16 workers share one ioredis client and one library instance, as one app process would. ' +
+    '"wait" is from calling acquire to holding the lock. "fewest per worker" is the fewest acquisitions ' +
+    'any worker got in the window (0 = starved). "calls/acq" counts the commands the library sent (counted ' +
+    'in ioredis), "server cmds/acq" is INFO commandstats, which also counts the commands a Lua script runs. ' +
+    '"overlaps" counts moments with two holders at once (must be 0).',
+  'contended-apart':
+    'Each of the 16 workers has its own ioredis client and library instance, as 16 app processes ' +
+    'would; columns as above.',
+  redlock: 'n/a: the library has no Redlock over independent masters in this build.',
+  memory:
+    'Run once, in a child process with --expose-gc; memory read after a full GC at each tenth of the run ' +
+    '(every checkpoint is in latest.json). The bar is on the live heap, whose slope says whether anything is ' +
+    'kept per cycle; RSS is shown as measured.',
+};
+
+function markdown(results, summary, bars, meta) {
+  const m = meta.machine;
+  const o = meta.options;
+  const out = [
+    '# Benchmark results',
+    '',
+    `${meta.startedAt.slice(0, 19).replace('T', ' ')} UTC on ${m.cpu}, ${m.cores} cores, ${m.memoryGB} GB, ${m.os}; ` +
+      `Node ${m.node}, Redis ${m.redis}, ioredis ${m.ioredis}; leasehold ${m.leasehold}; ` +
+      `peers: ${Object.entries(m.peers)
+        .map(([n, v]) => `${n} ${v}`)
+        .join(', ')}.`,
+    '',
+    `Mode ${o.mode}: ${o.rounds} round(s), ${format(o.durationMs, 0)} ms per library per scenario, libraries in a ` +
+      `fresh random order each round, each value the median over rounds (${meta.elapsedSeconds} s in all); ` +
+      `${meta.placement}${meta.placement.includes('CPU 0') ? ', so that CPU placement does not decide the result' : ''}. ` +
+      "Only ratios within one run mean anything. (×r) after a peer's value is leasehold's value divided by that peer's.",
+    '',
+  ];
+  if (bars.length > 0) {
+    const rows = bars.map((b) => [b.bar, b.target, b.measured, b.met ? 'yes' : '**no**']);
+    out.push(
+      '## The bars (issue #3)',
+      '',
+      markdownTable(['bar', 'target', 'measured', 'met'], rows, ['left', 'left', 'left', 'center']),
+    );
+    out.push('');
+  }
+  for (const [name, scenario] of Object.entries(results)) {
+    out.push(`## ${scenario.title}`, '', table(scenario, summary[name]), '');
+    const note = name === 'redlock' && !summary.redlock?.[SELF]?.unavailable ? null : NOTES[name];
+    if (note) out.push(note, '');
+    if (name.startsWith('contended')) out.push(`![${name}: handoffs/s and wait p99](${name}.svg)`, '');
+    for (const [lib, row] of Object.entries(summary[name])) {
+      for (const error of new Set(row.errors)) out.push(`- ${lib}: ${row.errors.length} round(s) failed: ${error}`);
+    }
+  }
+  return `${out.join('\n').trimEnd()}\n`;
+}
+
+function writeAtomically(path, text) {
+  writeFileSync(`${path}.tmp`, text);
+  renameSync(`${path}.tmp`, path);
+}
+
+/** Write latest.json, latest.md and the contended charts to `out`; on a complete full run, also the bench README's table. */
+export async function writeReport(results, meta, { out, updateReadme }) {
+  mkdirSync(out, { recursive: true });
+  const summary = summarize(results);
+  const bars = judge(summary);
+  const written = [];
+  const put = (file, text) => {
+    const path = join(out, file);
+    writeAtomically(path, text);
+    written.push(path);
+  };
+  put('latest.json', `${JSON.stringify({ ...meta, bars, summary, results }, null, 2)}\n`);
+  const md = markdown(results, summary, bars, meta);
+  put('latest.md', md);
+  for (const name of ['contended', 'contended-apart']) {
+    if (summary[name]) put(`${name}.svg`, contendedChart(summary[name], SELF, results[name].title));
+  }
+  if (updateReadme) {
+    const readme = readFileSync(README, 'utf8');
+    const start = readme.indexOf(README_START);
+    const end = readme.indexOf(README_END);
+    if (start >= 0 && end > start) {
+      const body = md
+        .replace(/^# Benchmark results\n\n/, '')
+        .replaceAll(/^## /gm, '### ')
+        .replaceAll(/\]\((contended[\w-]*\.svg)\)/g, '](results/$1)');
+      writeAtomically(README, `${readme.slice(0, start + README_START.length)}\n${body}${readme.slice(end)}`);
+      written.push(README);
+    }
+  }
+  return written;
+}
