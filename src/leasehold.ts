@@ -158,7 +158,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       extend: (name, owner, ttl) => this.#engine.extend(name, owner, ttl),
       release: async (lock) => {
         const released = await this.#engine.release(lock.name, lock.owner);
-        this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
+        if (this.listenerCount('released') > 0) {
+          this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
+        }
         return released;
       },
       onLost: (lock, error) => this.#emit('lost', { name: lock.name, fencingToken: lock.fencingToken, error }),
@@ -289,7 +291,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       this.#context,
     );
     this.#held.add(lock);
-    this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
+    if (this.listenerCount('acquired') > 0) {
+      this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
+    }
     return { lock, retryIn: 0, holdOff: 0 };
   }
 

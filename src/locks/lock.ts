@@ -39,7 +39,8 @@ export class Lock implements AsyncDisposable {
   readonly owner: string;
   /** Strictly increasing per lock name, across all owners, for ever. Hand it to the protected resource. */
   readonly fencingToken: number;
-  readonly #controller = new AbortController();
+  /** Made on first use of `signal`: most locks are released without anyone listening. */
+  #controller: AbortController | undefined;
   readonly #context: LockContext;
   readonly #autoExtend: boolean;
   #ttl: number;
@@ -65,6 +66,10 @@ export class Lock implements AsyncDisposable {
 
   /** Aborted, with a LockLostError as its reason, the moment the lease is lost. */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#lostError) this.#controller.abort(this.#lostError);
+    }
     return this.#controller.signal;
   }
 
@@ -183,7 +188,7 @@ export class Lock implements AsyncDisposable {
     const error = new LockLostError(this.name, reason, this.fencingToken);
     this.#lostError = error;
     this.#context.onDone(this);
-    this.#controller.abort(error);
+    this.#controller?.abort(error);
     this.#context.onLost(this, error);
   }
 

@@ -78,6 +78,8 @@ export class RedisStore implements Store {
   readonly kind: string;
   readonly #connection: RedisConnection;
   #publish: Promise<string> | undefined;
+  /** The publish command once known: standalone is always PUBLISH, a cluster asks its version once. */
+  #publishKnown: string | undefined;
   #subscriber: Subscriber | undefined;
   #hub: ChannelHub | undefined;
   readonly #onError: (error: unknown) => void;
@@ -88,19 +90,20 @@ export class RedisStore implements Store {
     this.#onError = onError;
   }
 
-  async #run(script: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    try {
-      return await runScript(this.#connection, script, keys, args);
-    } catch (error) {
+  #run(script: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return runScript(this.#connection, script, keys, args).catch((error: unknown) => {
       throw storeError(this.kind, script.name, error);
-    }
+    });
   }
 
   /** Cluster on Redis ≥ 7 publishes on the lock's own shard (SPUBLISH); elsewhere plain PUBLISH. */
   #publishCommand(): Promise<string> {
     if (!this.#connection.cluster) return Promise.resolve('PUBLISH');
     this.#publish ??= this.#connection.serverMajorVersion().then(
-      (major) => (major >= 7 ? 'SPUBLISH' : 'PUBLISH'),
+      (major) => {
+        this.#publishKnown = major >= 7 ? 'SPUBLISH' : 'PUBLISH';
+        return this.#publishKnown;
+      },
       (error: unknown) => {
         this.#publish = undefined;
         throw storeError(this.kind, 'INFO server', error);
@@ -125,7 +128,7 @@ export class RedisStore implements Store {
   }
 
   async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
-    const publish = await this.#publishCommand();
+    const publish = this.#publishKnown ?? (this.#connection.cluster ? await this.#publishCommand() : 'PUBLISH');
     const code = integer(
       await this.#run(SCRIPTS.release, [keys.lock], [owner, publish, keys.channel]),
       SCRIPTS.release,
