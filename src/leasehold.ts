@@ -6,7 +6,7 @@ import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableErro
 import { LeaseKeeper } from './core/lease-keeper.js';
 import { newOwnerToken } from './core/owner.js';
 import * as validate from './core/validate.js';
-import { WaitQueues } from './core/waiting.js';
+import { type Subscribe, WaitQueues } from './core/waiting.js';
 import { Lock, type LockContext } from './locks/lock.js';
 import { MutexEngine } from './locks/mutex.js';
 import { RedlockEngine } from './locks/redlock.js';
@@ -224,31 +224,39 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const owner = newOwnerToken();
     const started = now();
     const deadline = started + o.wait;
-    // Newcomers queue behind this instance's waiters instead of barging past them: with a queue
-    // already listening for the release, a newcomer parks first and is woken in its turn.
-    const queued = o.wait > 0 && this.#waits.has(name);
+    // A caller that will wait joins the backend's queue when refused, so releases hand the lock
+    // on in arrival order across every instance.
+    const queue = o.wait > 0;
+    const subscribe: Subscribe = (onMessage) => this.#engine.subscribe(name, onMessage);
+    // Already listening on this lock: register before the first attempt, so a release that names
+    // this waiter right after that attempt is not missed. Otherwise subscribe only if refused.
+    let waiter = queue && this.#waits.listening(name) ? this.#waits.join(name, owner, subscribe) : undefined;
     let tries = 0;
-    let holdOffUntil = 0;
-    if (!queued) {
-      const first = await this.#try(name, owner, o, started, tries++);
-      if (first.lock) return first.lock;
-      if (o.wait === 0) throw new LockTimeoutError(name, 0);
-      holdOffUntil = Math.min(now() + first.holdOff, deadline);
-    }
-    const waiter = this.#waits.join(name, (onRelease) => this.#engine.subscribe(name, onRelease));
+    let acquired = false;
     try {
-      await waiter.ready();
+      const first = await this.#try(name, owner, o, started, tries++, queue);
+      if (first.lock) {
+        acquired = true;
+        return first.lock;
+      }
+      if (!queue) throw new LockTimeoutError(name, 0);
+      let holdOffUntil = Math.min(now() + first.holdOff, deadline);
       // A fresh subscription may have missed a release since the first attempt: try again at once.
-      let tryNow = !queued;
-      let retryIn = -1;
+      let tryNow = waiter === undefined;
+      waiter ??= this.#waits.join(name, owner, subscribe);
+      await waiter.ready();
+      let retryIn = first.retryIn;
       for (;;) {
         if (tryNow) {
           // After a split vote no retry comes before the hold-off ends, even if a release is announced.
           while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal);
           if (signal?.aborted) throw signal.reason;
           waiter.trying();
-          const next = await this.#try(name, owner, o, started, tries++);
-          if (next.lock) return next.lock;
+          const next = await this.#try(name, owner, o, started, tries++, queue);
+          if (next.lock) {
+            acquired = true;
+            return next.lock;
+          }
           retryIn = next.retryIn;
           holdOffUntil = Math.min(now() + next.holdOff, deadline);
         }
@@ -259,7 +267,11 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         await waiter.park(Math.min(hint, remaining), signal);
       }
     } finally {
-      waiter.leave();
+      waiter?.leave();
+      // Gave up (timed out, aborted, failed): leave the backend's queue, passing on a reservation.
+      if (queue && !acquired && tries > 0 && this.#engine.leave) {
+        this.#engine.leave(name, owner).catch((error: unknown) => this.#emit('backendError', { error }));
+      }
     }
   }
 
@@ -269,9 +281,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     o: Resolved,
     started: number,
     tries: number,
+    queue: boolean,
   ): Promise<{ lock?: Lock; retryIn: number; holdOff: number }> {
     if (this.#closed) throw closedError();
-    const attempt = await this.#engine.attempt(name, owner, o.ttl, tries);
+    const attempt = await this.#engine.attempt(name, owner, o.ttl, tries, queue);
     if (!attempt.acquired) return { retryIn: attempt.retryIn, holdOff: attempt.holdOff ?? 0 };
     if (this.#closed || o.signal?.aborted) {
       // Won the lock but nobody will use it: give it back before reporting why.
@@ -459,6 +472,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     this.#keeper.stopAll();
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();
+    this.#waits.close();
     await this.#engine.close();
   }
 

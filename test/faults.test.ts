@@ -81,6 +81,28 @@ describe('faults', () => {
     await next.release();
   });
 
+  it('a waiter killed with kill -9 while first in line: the lock it was handed frees itself for the next', async () => {
+    const prefix = randomPrefix();
+    const locks = leasehold(prefix);
+    const held = await locks.acquire('queue', { ttl: 10_000 });
+    const doomed = await holder(prefix);
+    doomed.send({ cmd: 'wait', name: 'queue', ttl: 10_000, wait: 20_000 });
+    expect((await doomed.next()).event).toBe('waiting');
+    const keys = lockKeys(prefix, 'queue');
+    await waitFor(async () => (await client.zcard(keys.waiters)) === 1, { timeout: 5_000 });
+    await doomed.kill9();
+    const other = leasehold(prefix);
+    const next = other.acquire('queue', { wait: 10_000 });
+    await waitFor(async () => (await client.zcard(keys.waiters)) === 2, { timeout: 5_000 });
+    await held.release();
+    // The release handed the lock to the dead waiter; its reservation runs out and the next one gets it.
+    const started = performance.now();
+    const lock = await next;
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(lock.fencingToken).toBe(held.fencingToken + 1);
+    expect(await lock.release()).toBe(true);
+  });
+
   it('a restarted redis-server: the script cache is gone and EVALSHA falls back to EVAL transparently', async () => {
     const prefix = randomPrefix();
     const locks = leasehold(prefix);

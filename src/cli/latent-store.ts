@@ -35,8 +35,11 @@ export class LatentStore implements Store {
     return call();
   }
 
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number): Promise<AcquireReply> {
-    return this.#later(() => this.#inner.acquire(keys, owner, ttl, minFence));
+  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: boolean): Promise<AcquireReply> {
+    return this.#later(() => this.#inner.acquire(keys, owner, ttl, minFence, queue));
+  }
+  leave(keys: LockKeys, owner: string): Promise<void> {
+    return this.#later(() => this.#inner.leave(keys, owner));
   }
   release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
     return this.#later(() => this.#inner.release(keys, owner));
@@ -59,7 +62,7 @@ export class LatentStore implements Store {
   readJob(keys: JobKeys, limit: number): Promise<JobState> {
     return this.#later(() => this.#inner.readJob(keys, limit));
   }
-  subscribe(channel: string, onMessage: () => void): Promise<() => void> {
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     return this.#inner.subscribe(channel, onMessage);
   }
   async close(): Promise<void> {}

@@ -30,6 +30,15 @@ export const DEFAULTS = Object.freeze({
   extendRetryFraction: 0.1,
   /** Extra ms added to a holder's PTTL before a waiter's fallback retry, so it lands after expiry. */
   expiryMargin: 5,
+  /**
+   * ms a release keeps the lock for the waiter it woke, so nobody barges past it; if that waiter
+   * died meanwhile, the lock is free again after this.
+   */
+  reservation: 250,
+  /** Longest a waiter sleeps before trying again when no release wakes it (a woken waiter may have died). */
+  maxPark: 2_000,
+  /** ms a release channel stays subscribed after its last waiter left, so a busy lock does not resubscribe per wait. */
+  subscriptionLinger: 1_000,
   /** Redlock: longest ms one node has to answer one call, unless `nodeTimeout` is set. */
   nodeTimeout: 100,
   /** Redlock: the default per-node timeout is also at most this fraction of the ttl. */

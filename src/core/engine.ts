@@ -23,13 +23,21 @@ export interface LockEngine {
    * One acquisition attempt; `tries` counts the earlier attempts of the same acquisition (the
    * backoff exponent). Throws RedisUnavailableError / QuorumError when the backend fails.
    */
-  attempt(name: string, owner: string, ttl: number, tries: number): Promise<Attempt>;
+  attempt(name: string, owner: string, ttl: number, tries: number, queue?: boolean): Promise<Attempt>;
+  /**
+   * A waiter gives up: leave the backend's queue of waiters (`queue` attempts joined it), passing
+   * on a reservation a release made for it. Engines without a queue need not implement it.
+   */
+  leave?(name: string, owner: string): Promise<void>;
   /** Extend the lease of `owner` to `ttl` ms from now. Throws when the backend fails. */
   extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
   /** Release; true when this call deleted our lock. Throws when the backend fails. */
   release(name: string, owner: string): Promise<boolean>;
-  /** Listen for releases of `name`; resolves when listening. Returns the function that stops it. */
-  subscribe(name: string, onRelease: () => void): Promise<() => void>;
+  /**
+   * Listen for releases of `name`; resolves when listening. `onRelease` gets the owner token of the
+   * waiter the release woke, or '' / nothing for any waiter. Returns the function that stops it.
+   */
+  subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void>;
   /** Whether releases are announced at all (memory and Redis: yes). Without, waiters back off and retry. */
   readonly announcesRelease: boolean;
   close(): Promise<void>;

@@ -1,44 +1,60 @@
+import { DEFAULTS } from './defaults.js';
+
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
  *
- * All waiters of one lock name in one instance form a FIFO queue that shares one subscription
- * to the lock's release channel. A release message wakes the first parked waiter only (the rest
- * stay parked: no thundering herd). If none is parked at that moment (all are mid-attempt), the
- * wake is kept so the next waiter to park retries at once instead of sleeping through it.
- * Expiry and crashed holders publish nothing, so every park is also bounded by a timer: the
- * holder's remaining lease, or what is left of the wait.
+ * Order across instances lives in the backend: a waiter that is refused joins the lock's queue
+ * there, and a release hands the lock to the first waiter (reserving it for a moment) and
+ * publishes that waiter's owner token. Every instance hears the message; only the instance whose
+ * waiter it names wakes it, so one release wakes one waiter in the whole deployment.
+ *
+ * In one instance, the waiters of one lock share one subscription to its release channel, kept
+ * a moment after the last one leaves so a busy lock is not resubscribed for every wait. An empty
+ * message (a release with nobody queued, a job's finish, a Redlock node) wakes the first parked
+ * waiter of the instance. Expiry and crashed holders publish nothing, so every park is also
+ * bounded by a timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
  */
 
-export type Subscribe = (onRelease: () => void) => Promise<() => void>;
-
-interface Parked {
-  resolve(): void;
-}
+export type Subscribe = (onMessage: (message?: string) => void) => Promise<() => void>;
 
 class Queue {
   readonly waiters: Waiter[] = [];
+  /** An empty-message wake that found nobody parked: the next waiter to park retries at once. */
   pendingWake = false;
   unsubscribe: (() => void) | undefined;
   subscribed: Promise<void> | undefined;
+  linger: ReturnType<typeof setTimeout> | undefined;
 
-  wakeOne(): void {
-    for (const waiter of this.waiters) {
-      if (waiter.wake()) return;
+  deliver(message: string): void {
+    if (message === '') {
+      for (const waiter of this.waiters) if (waiter.wake()) return;
+      this.pendingWake = true;
+      return;
     }
-    this.pendingWake = true;
+    for (const waiter of this.waiters) {
+      if (waiter.owner === message) {
+        waiter.wakeOrRemember();
+        return;
+      }
+    }
   }
 }
 
 export class Waiter {
+  /** The owner token this waiter will hold the lock with; releases name it when they wake it. */
+  readonly owner: string;
   readonly #queue: Queue;
   readonly #leave: (waiter: Waiter) => void;
-  #parked: Parked | undefined;
+  #parked: (() => void) | undefined;
   #left = false;
-  /** Woken by a release and not yet tried since. */
+  /** Named by a release while it was not parked (mid-attempt): its next park returns at once. */
+  #remembered = false;
+  /** Woken and not yet tried since. */
   woken = false;
 
   /** @internal */
-  constructor(queue: Queue, leave: (waiter: Waiter) => void) {
+  constructor(owner: string, queue: Queue, leave: (waiter: Waiter) => void) {
+    this.owner = owner;
     this.#queue = queue;
     this.#leave = leave;
   }
@@ -49,8 +65,13 @@ export class Waiter {
     if (!parked) return false;
     this.#parked = undefined;
     this.woken = true;
-    parked.resolve();
+    parked();
     return true;
+  }
+
+  /** @internal A release named this waiter: wake it, or let its next park return at once. */
+  wakeOrRemember(): void {
+    if (!this.wake()) this.#remembered = true;
   }
 
   /** Resolves once the release subscription is live (or has failed: the timed fallback still works). */
@@ -64,8 +85,9 @@ export class Waiter {
    */
   park(ms: number, signal: AbortSignal | undefined): Promise<void> {
     if (signal?.aborted) return Promise.reject(signal.reason);
-    if (this.#queue.pendingWake) {
-      this.#queue.pendingWake = false;
+    if (this.#remembered || this.#queue.pendingWake) {
+      if (!this.#remembered) this.#queue.pendingWake = false;
+      this.#remembered = false;
       this.woken = true;
       return Promise.resolve();
     }
@@ -84,14 +106,12 @@ export class Waiter {
           done();
           resolve();
         },
-        Math.max(0, Math.ceil(ms)),
+        Math.max(0, Math.ceil(Math.min(ms, DEFAULTS.maxPark))),
       );
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.#parked = {
-        resolve: () => {
-          done();
-          resolve();
-        },
+      this.#parked = () => {
+        done();
+        resolve();
       };
     });
   }
@@ -99,9 +119,10 @@ export class Waiter {
   /** Call just before each attempt: the wake, if any, is being used. */
   trying(): void {
     this.woken = false;
+    this.#remembered = false;
   }
 
-  /** Leave the queue; the last waiter out drops the subscription. Idempotent. */
+  /** Leave the queue; the last waiter out lets the subscription linger, then drops it. Idempotent. */
   leave(): void {
     if (this.#left) return;
     this.#left = true;
@@ -118,44 +139,68 @@ export class WaitQueues {
     this.#onError = onError;
   }
 
-  /** True when this instance already has waiters for `name`: a newcomer queues behind them. */
-  has(name: string): boolean {
+  /** True when this instance listens on `name`'s release channel already (waiters, or lingering). */
+  listening(name: string): boolean {
     return this.#queues.has(name);
   }
 
-  join(name: string, subscribe: Subscribe): Waiter {
+  join(name: string, owner: string, subscribe: Subscribe): Waiter {
     let queue = this.#queues.get(name);
     if (!queue) {
       const created = new Queue();
       queue = created;
       this.#queues.set(name, created);
-      created.subscribed = subscribe(() => created.wakeOne()).then(
+      created.subscribed = subscribe((message) => created.deliver(message ?? '')).then(
         (unsubscribe) => {
           if (this.#queues.get(name) === created) created.unsubscribe = unsubscribe;
           else unsubscribe();
         },
-        (error: unknown) => this.#onError(error),
+        (error: unknown) => {
+          // Without a subscription the timers still work; the next waiter tries subscribing again.
+          if (this.#queues.get(name) === created && created.waiters.length === 0) this.#queues.delete(name);
+          this.#onError(error);
+        },
       );
     }
     const target = queue;
-    const waiter = new Waiter(target, (w) => {
+    if (target.linger) {
+      clearTimeout(target.linger);
+      target.linger = undefined;
+    }
+    const waiter = new Waiter(owner, target, (w) => {
       const i = target.waiters.indexOf(w);
       if (i >= 0) target.waiters.splice(i, 1);
-      if (target.waiters.length === 0 && this.#queues.get(name) === target) {
-        this.#queues.delete(name);
-        target.unsubscribe?.();
-        target.unsubscribe = undefined;
+      if (target.waiters.length === 0) {
+        target.pendingWake = false;
+        target.linger = setTimeout(() => this.#drop(name, target), DEFAULTS.subscriptionLinger);
+        target.linger.unref();
       } else if (w.woken) {
         // Woken but leaving without trying (aborted, timed out): the wake belongs to the next one.
-        target.wakeOne();
+        target.deliver('');
       }
     });
     target.waiters.push(waiter);
     return waiter;
   }
 
-  /** Number of lock names with waiters (tests use it to prove an aborted wait leaves nothing). */
+  #drop(name: string, queue: Queue): void {
+    if (queue.linger) clearTimeout(queue.linger);
+    queue.linger = undefined;
+    if (queue.waiters.length > 0 || this.#queues.get(name) !== queue) return;
+    this.#queues.delete(name);
+    queue.unsubscribe?.();
+    queue.unsubscribe = undefined;
+  }
+
+  /** Number of lock names with waiters right now (tests use it to prove a finished wait leaves nothing). */
   get size(): number {
-    return this.#queues.size;
+    let n = 0;
+    for (const queue of this.#queues.values()) if (queue.waiters.length > 0) n++;
+    return n;
+  }
+
+  /** Drop every lingering subscription at once (Leasehold.close). */
+  close(): void {
+    for (const [name, queue] of [...this.#queues]) this.#drop(name, queue);
   }
 }

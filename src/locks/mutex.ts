@@ -38,10 +38,10 @@ export class MutexEngine implements LockEngine {
     );
   }
 
-  async attempt(name: string, owner: string, ttl: number): Promise<Attempt> {
+  async attempt(name: string, owner: string, ttl: number, _tries: number, queue = false): Promise<Attempt> {
     const keys = this.keys(name);
     const sentAt = now();
-    const pending = this.store.acquire(keys, owner, ttl);
+    const pending = this.store.acquire(keys, owner, ttl, 0, queue);
     let reply: Awaited<typeof pending>;
     try {
       reply = await this.#bounded(pending, 'acquire');
@@ -76,7 +76,11 @@ export class MutexEngine implements LockEngine {
     return (await this.#bounded(this.store.release(this.keys(name), owner), 'release')) === 'released';
   }
 
-  async subscribe(name: string, onRelease: () => void): Promise<() => void> {
+  async leave(name: string, owner: string): Promise<void> {
+    await this.#bounded(this.store.leave(this.keys(name), owner), 'leave');
+  }
+
+  async subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void> {
     const pending = this.store.subscribe(this.keys(name).channel, onRelease);
     try {
       return await this.#bounded(pending, 'subscribe');

@@ -8,7 +8,7 @@ export interface ChannelTransport {
 }
 
 interface Entry {
-  readonly listeners: Set<() => void>;
+  readonly listeners: Set<(message: string) => void>;
   readonly ready: Promise<void>;
 }
 
@@ -22,14 +22,14 @@ export class ChannelHub {
     this.#onError = onError;
   }
 
-  /** Call every listener of `channel` (the transport calls this on each message). */
-  deliver(channel: string): void {
+  /** Call every listener of `channel` with the message (the transport calls this on each message). */
+  deliver(channel: string, message: string): void {
     const entry = this.#entries.get(channel);
     if (!entry) return;
-    for (const listener of [...entry.listeners]) listener();
+    for (const listener of [...entry.listeners]) listener(message);
   }
 
-  async subscribe(channel: string, listener: () => void): Promise<() => void> {
+  async subscribe(channel: string, listener: (message: string) => void): Promise<() => void> {
     let entry = this.#entries.get(channel);
     if (!entry) {
       const created: Entry = { listeners: new Set(), ready: this.#transport.subscribe(channel) };

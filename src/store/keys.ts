@@ -11,13 +11,23 @@ export interface LockKeys {
   readonly lock: string;
   /** Fencing counter: INCR on every acquisition, no TTL. */
   readonly fence: string;
-  /** Pub/sub channel that a release publishes on, to wake one waiter per instance. */
+  /** Pub/sub channel that a release publishes on; the message names the waiter it woke. */
   readonly channel: string;
+  /** Waiters of every instance in arrival order: a sorted set, member = owner token, score = server time. */
+  readonly waiters: string;
+  /** The owner token a release handed the lock to (PX: the reservation), so nobody barges past it. */
+  readonly reserved: string;
 }
 
 export function lockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}:{${name}}`;
-  return { lock: base, fence: `${base}:fence`, channel: `${base}:released` };
+  return {
+    lock: base,
+    fence: `${base}:fence`,
+    channel: `${base}:released`,
+    waiters: `${base}:waiters`,
+    reserved: `${base}:reserved`,
+  };
 }
 
 /**

@@ -92,11 +92,17 @@ export interface Store {
   readonly kind: string;
 
   /**
-   * Take the lock if free, with a lease of `ttl` ms, and issue the next fencing token.
-   * `minFence`: the token issued is at least this (Redlock writes back the quorum's maximum).
+   * Take the lock if free and not reserved for another waiter, with a lease of `ttl` ms, and issue
+   * the next fencing token. `minFence`: the token issued is at least this (Redlock writes back the
+   * quorum's maximum). `queue`: a caller that will wait joins the waiters' queue when refused (and
+   * leaves it when it gets the lock), so that releases hand the lock on in arrival order.
    */
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number): Promise<AcquireReply>;
-  /** Delete the lock if `owner` holds it; publish on the release channel when it did. */
+  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: boolean): Promise<AcquireReply>;
+  /**
+   * Delete the lock if `owner` holds it. Then hand it on: pop the first waiter, reserve the lock
+   * for it for `DEFAULTS.reservation` ms, and publish its owner token on the release channel (an
+   * empty message when nobody queued), so exactly one waiter across all instances wakes.
+   */
   release(keys: LockKeys, owner: string): Promise<ReleaseReply>;
   /** Reset the lease to `ttl` ms if `owner` holds it. */
   extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply>;
@@ -123,10 +129,17 @@ export interface Store {
   readJob?(keys: JobKeys, limit: number): Promise<JobState>;
 
   /**
-   * Listen on a release channel. Resolves once the subscription is live, so a release after
-   * that is seen. The returned function stops listening (reference counted per channel).
+   * A waiter gives up (timed out, aborted): drop it from the queue, and if the lock was reserved
+   * for it and is free, hand it to the next waiter as a release would.
    */
-  subscribe(channel: string, onMessage: () => void): Promise<() => void>;
+  leave(keys: LockKeys, owner: string): Promise<void>;
+
+  /**
+   * Listen on a release channel. Resolves once the subscription is live, so a release after
+   * that is seen. `onMessage` gets the message: the owner token of the waiter woken, or ''.
+   * The returned function stops listening (reference counted per channel).
+   */
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void>;
 
   /** Stop what the store itself opened (its subscriber connection). Never closes the caller's client. */
   close(): Promise<void>;

@@ -25,9 +25,9 @@ export function memoryBackend(): ContractBackend {
     client: async () => store,
     deleteKey: async (key) => {
       // Memory has no raw key access: expiring the lease at once is the same fault.
-      const lease = await store.inspect({ lock: key, fence: `${key}:fence`, channel: `${key}:released` });
-      if (lease.owner)
-        await store.release({ lock: key, fence: `${key}:fence`, channel: `${key}:released` }, lease.owner);
+      const keys = { lock: key, fence: `${key}:fence`, channel: `${key}:released`, waiters: '', reserved: '' };
+      const lease = await store.inspect(keys);
+      if (lease.owner) await store.release(keys, lease.owner);
     },
     subscriptions: async () => store.subscriptions,
     close: async () => {},

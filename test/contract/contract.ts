@@ -238,6 +238,40 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       expect(order).toEqual([0, 1, 2, 3]);
     });
 
+    it('waiters in different instances are served in arrival order, one wake per release', async () => {
+      const holder = await leasehold();
+      const pods = await Promise.all([0, 1, 2, 3].map(() => leasehold()));
+      const held = await holder.acquire('fair', { ttl: 10_000 });
+      const order: number[] = [];
+      const waiting = pods.map(async (pod, i) => {
+        await sleep(i * 40);
+        const lock = await pod.acquire('fair', { wait: 10_000 });
+        order.push(i);
+        await sleep(5);
+        await lock.release();
+      });
+      await sleep(250);
+      await held.release();
+      await Promise.all(waiting);
+      expect(order).toEqual([0, 1, 2, 3]);
+    });
+
+    it('a releaser that asks again at once queues behind the waiter its release woke', async () => {
+      const a = await leasehold();
+      const b = await leasehold();
+      const first = await a.acquire('no-barging', { ttl: 10_000 });
+      const bWaits = b.acquire('no-barging', { wait: 5_000 });
+      await sleep(100);
+      await first.release();
+      const again = a.acquire('no-barging', { wait: 5_000 });
+      const bLock = await bWaits;
+      expect(bLock.fencingToken).toBe(first.fencingToken + 1);
+      await bLock.release();
+      const aLock = await again;
+      expect(aLock.fencingToken).toBe(first.fencingToken + 2);
+      await aLock.release();
+    });
+
     it('many instances contending: exclusion holds and tokens strictly increase', async () => {
       const pods = await Promise.all(Array.from({ length: 6 }, () => leasehold()));
       let inside = 0;

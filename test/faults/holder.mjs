@@ -15,6 +15,10 @@ process.on('message', async (msg) => {
         process.send({ event: 'lost', reason: lock.signal.reason.reason, expiresIn: lock.expiresIn() }),
       );
       process.send({ event: 'acquired', owner: lock.owner, fencingToken: lock.fencingToken });
+    } else if (msg.cmd === 'wait') {
+      process.send({ event: 'waiting' });
+      lock = await locks.acquire(msg.name, { ttl: msg.ttl, wait: msg.wait });
+      process.send({ event: 'acquired', owner: lock.owner, fencingToken: lock.fencingToken });
     } else if (msg.cmd === 'release') {
       process.send({ event: 'released', released: await lock.release() });
     } else if (msg.cmd === 'exit') {

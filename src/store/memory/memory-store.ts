@@ -1,4 +1,5 @@
 import { now } from '../../core/clock.js';
+import { DEFAULTS } from '../../core/defaults.js';
 import { ChannelHub } from '../channel-hub.js';
 import type { JobKeys, LockKeys } from '../keys.js';
 import {
@@ -31,6 +32,10 @@ export class MemoryStore implements Store {
   readonly [STORE] = true;
   readonly kind = 'memory';
   readonly #leases = new Map<string, Lease>();
+  /** Release hand-offs: the waiter a release woke holds the lock's reservation for a moment. */
+  readonly #reservations = new Map<string, Lease>();
+  /** Waiters per lock in arrival order (a Set keeps insertion order, as the sorted set keeps time order). */
+  readonly #waiters = new Map<string, Set<string>>();
   readonly #fences = new Map<string, number>();
   readonly #hub = new ChannelHub({ subscribe: async () => {}, unsubscribe: async () => {} });
   readonly #ticks = new Map<string, number>();
@@ -46,13 +51,53 @@ export class MemoryStore implements Store {
     return lease;
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0): Promise<AcquireReply> {
+  #reservation(key: string): Lease | undefined {
+    const r = this.#reservations.get(key);
+    if (r && r.expiresAt <= now()) {
+      this.#reservations.delete(key);
+      return undefined;
+    }
+    return r;
+  }
+
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue = false): Promise<AcquireReply> {
+    const reserved = this.#reservation(keys.reserved);
     const held = this.#live(keys.lock);
-    if (held) return { acquired: false, pttl: Math.max(0, Math.ceil(held.expiresAt - now())) };
+    const blocker = held ?? (reserved && reserved.owner !== owner ? reserved : undefined);
+    if (blocker) {
+      if (queue) {
+        const waiters = this.#waiters.get(keys.waiters) ?? new Set<string>();
+        waiters.add(owner);
+        this.#waiters.set(keys.waiters, waiters);
+      }
+      return { acquired: false, pttl: Math.max(0, Math.ceil(blocker.expiresAt - now())) };
+    }
+    if (reserved) this.#reservations.delete(keys.reserved);
+    if (queue) this.#unqueue(keys.waiters, owner);
     this.#leases.set(keys.lock, { owner, expiresAt: now() + ttl });
     const fence = Math.max((this.#fences.get(keys.fence) ?? 0) + 1, minFence);
     this.#fences.set(keys.fence, fence);
     return { acquired: true, fence };
+  }
+
+  #unqueue(key: string, owner: string): void {
+    const waiters = this.#waiters.get(key);
+    waiters?.delete(owner);
+    if (waiters?.size === 0) this.#waiters.delete(key);
+  }
+
+  /** Pop the first waiter, reserve the lock for it, and tell every instance which waiter that is. */
+  #handOn(keys: LockKeys): void {
+    const waiters = this.#waiters.get(keys.waiters);
+    const head = waiters?.values().next().value;
+    let woken = '';
+    if (head !== undefined) {
+      this.#unqueue(keys.waiters, head);
+      this.#reservations.set(keys.reserved, { owner: head, expiresAt: now() + DEFAULTS.reservation });
+      woken = head;
+    }
+    // Redis delivers a PUBLISH after the script's reply; so does this.
+    setImmediate(() => this.#hub.deliver(keys.channel, woken));
   }
 
   async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
@@ -60,9 +105,15 @@ export class MemoryStore implements Store {
     if (!held) return 'expired';
     if (held.owner !== owner) return 'not-owner';
     this.#leases.delete(keys.lock);
-    // Redis delivers a PUBLISH after the script's reply; so does this.
-    setImmediate(() => this.#hub.deliver(keys.channel));
+    this.#handOn(keys);
     return 'released';
+  }
+
+  async leave(keys: LockKeys, owner: string): Promise<void> {
+    this.#unqueue(keys.waiters, owner);
+    if (this.#reservation(keys.reserved)?.owner !== owner) return;
+    this.#reservations.delete(keys.reserved);
+    if (!this.#live(keys.lock)) this.#handOn(keys);
   }
 
   async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
@@ -134,7 +185,7 @@ export class MemoryStore implements Store {
       return { lease: 'kept', remaining };
     }
     this.#leases.delete(keys.lock);
-    setImmediate(() => this.#hub.deliver(keys.channel));
+    setImmediate(() => this.#hub.deliver(keys.channel, ''));
     return { lease: 'released' };
   }
 
@@ -153,7 +204,7 @@ export class MemoryStore implements Store {
     return [...this.#leases.keys()].filter((key) => this.#live(key) !== undefined);
   }
 
-  subscribe(channel: string, onMessage: () => void): Promise<() => void> {
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     return this.#hub.subscribe(channel, onMessage);
   }
 

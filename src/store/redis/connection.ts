@@ -12,7 +12,7 @@ export interface RedisConnection {
   /** Server major version (from INFO server), to decide between PUBLISH and SPUBLISH. */
   serverMajorVersion(): Promise<number>;
   /** A subscriber on its own connection, opened on first use and closed by `close()`. */
-  openSubscriber(sharded: boolean, onMessage: (channel: string) => void): Subscriber;
+  openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber;
 }
 
 export interface Subscriber {

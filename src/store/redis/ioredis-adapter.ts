@@ -49,7 +49,7 @@ export class IORedisConnection implements RedisConnection {
     return majorFromInfo(await this.#client.info('server'));
   }
 
-  openSubscriber(sharded: boolean, onMessage: (channel: string) => void): Subscriber {
+  openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber {
     // A subscribed connection can run nothing else, so waiting gets a connection of its own.
     // On a cluster, sharded subscribers connect to the node that owns each channel's slot.
     const sub =
@@ -57,7 +57,9 @@ export class IORedisConnection implements RedisConnection {
         ? this.#client.duplicate(undefined, { shardedSubscribers: true })
         : this.#client.duplicate();
     sub.on('error', this.#onError);
-    sub.on(sharded ? 'smessage' : 'message', ((channel: string) => onMessage(channel)) as (...args: never[]) => void);
+    sub.on(sharded ? 'smessage' : 'message', ((channel: string, message: string) => onMessage(channel, message)) as (
+      ...args: never[]
+    ) => void);
     return {
       subscribe: async (channel) => {
         await (sharded ? sub.ssubscribe(channel) : sub.subscribe(channel));

@@ -79,9 +79,9 @@ export class NodeRedisConnection implements RedisConnection {
     return majorFromInfo(String(info));
   }
 
-  openSubscriber(sharded: boolean, onMessage: (channel: string) => void): Subscriber {
+  openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber {
     const client = this.#client;
-    const listener: Listener = (_message, channel) => onMessage(channel);
+    const listener: Listener = (message, channel) => onMessage(channel, message);
     if (isSentinel(client)) {
       // A Sentinel client keeps its own pub/sub connection to the current master (and moves it
       // on failover); it is the caller's, so closing only drops our channels.

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../../core/defaults.js';
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
 import type { JobKeys, LockKeys } from '../keys.js';
@@ -87,6 +88,7 @@ export class RedisStore implements Store {
   constructor(connection: RedisConnection, onError: (error: unknown) => void = () => {}) {
     this.#connection = connection;
     this.kind = connection.kind;
+    if (!connection.cluster) this.#publishKnown = 'PUBLISH';
     this.#onError = onError;
   }
 
@@ -116,8 +118,12 @@ export class RedisStore implements Store {
     return this.#publishCommand().then((cmd) => cmd === 'SPUBLISH');
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0): Promise<AcquireReply> {
-    const reply = await this.#run(SCRIPTS.acquire, [keys.lock, keys.fence], [owner, ttl, minFence]);
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue = false): Promise<AcquireReply> {
+    const reply = await this.#run(
+      SCRIPTS.acquire,
+      [keys.lock, keys.fence, keys.waiters, keys.reserved],
+      [owner, ttl, minFence, queue ? '1' : '0'],
+    );
     if (!Array.isArray(reply) || reply.length !== 2) {
       throw new LockError(ErrorCode.STORE, `unexpected reply from acquire: ${JSON.stringify(reply)}`);
     }
@@ -128,12 +134,25 @@ export class RedisStore implements Store {
   }
 
   async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
-    const publish = this.#publishKnown ?? (this.#connection.cluster ? await this.#publishCommand() : 'PUBLISH');
+    const publish = this.#publishKnown ?? (await this.#publishCommand());
     const code = integer(
-      await this.#run(SCRIPTS.release, [keys.lock], [owner, publish, keys.channel]),
+      await this.#run(
+        SCRIPTS.release,
+        [keys.lock, keys.waiters, keys.reserved],
+        [owner, publish, keys.channel, DEFAULTS.reservation],
+      ),
       SCRIPTS.release,
     );
     return code === 1 ? 'released' : code === 0 ? 'expired' : 'not-owner';
+  }
+
+  async leave(keys: LockKeys, owner: string): Promise<void> {
+    const publish = this.#publishKnown ?? (await this.#publishCommand());
+    await this.#run(
+      SCRIPTS.leave,
+      [keys.lock, keys.waiters, keys.reserved],
+      [owner, publish, keys.channel, DEFAULTS.reservation],
+    );
   }
 
   async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
@@ -212,11 +231,11 @@ export class RedisStore implements Store {
     };
   }
 
-  async subscribe(channel: string, onMessage: () => void): Promise<() => void> {
+  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     if (!this.#hub) {
       const sharded = await this.sharded;
       if (!this.#hub) {
-        const subscriber = this.#connection.openSubscriber(sharded, (ch) => this.#hub?.deliver(ch));
+        const subscriber = this.#connection.openSubscriber(sharded, (ch, message) => this.#hub?.deliver(ch, message));
         this.#subscriber = subscriber;
         this.#hub = new ChannelHub(
           {

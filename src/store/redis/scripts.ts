@@ -4,6 +4,7 @@ import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
 import finishTickSource from './lua/finish-tick.lua';
 import inspectSource from './lua/inspect.lua';
+import leaveSource from './lua/leave.lua';
 import raiseFenceSource from './lua/raise-fence.lua';
 import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
@@ -23,6 +24,7 @@ function script(name: string, source: string): Script {
 export const SCRIPTS = Object.freeze({
   acquire: script('acquire', acquireSource),
   release: script('release', releaseSource),
+  leave: script('leave', leaveSource),
   extend: script('extend', extendSource),
   raiseFence: script('raise-fence', raiseFenceSource),
   inspect: script('inspect', inspectSource),

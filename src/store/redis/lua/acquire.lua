@@ -1,12 +1,27 @@
--- acquire: take the lock if it is free and issue the next fencing token, in one step.
+-- acquire: take the lock if it is free and not promised to another waiter, and issue the next
+-- fencing token, in one step.
 -- KEYS[1]  lock key        (value: owner token, PX: ttl)
 -- KEYS[2]  fencing counter (never expires, never deleted)
+-- KEYS[3]  waiters         (sorted set: owner token -> server time of arrival, ms)
+-- KEYS[4]  reservation     (value: the owner token a release handed the lock to, PX)
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
+-- ARGV[4]  '1' if the caller will wait: queue it when refused, unqueue it when it succeeds
 -- returns  {1, token}  acquired; token is the new value of the counter
---          {0, pttl}   held by someone; pttl is the holder's remaining lease in ms
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+--          {0, pttl}   held by someone, or reserved for another waiter; pttl is how long that lasts
+local reserved = redis.call('GET', KEYS[4])
+local taken = false
+if reserved == false or reserved == ARGV[1] then
+  taken = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+end
+if taken then
+  if reserved then
+    redis.call('DEL', KEYS[4])
+  end
+  if ARGV[4] == '1' then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+  end
   local token = redis.call('INCR', KEYS[2])
   local floor = tonumber(ARGV[3])
   if token < floor then
@@ -15,4 +30,13 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   return {1, token}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+if ARGV[4] == '1' then
+  -- Milliseconds: a Lua number reaches Redis formatted with 14 significant digits.
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
+end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl < 0 then
+  pttl = redis.call('PTTL', KEYS[4])
+end
+return {0, pttl}

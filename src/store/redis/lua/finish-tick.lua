@@ -42,6 +42,6 @@ if remaining > 0 then
 end
 redis.call('DEL', KEYS[1])
 if ARGV[7] ~= '' then
-  redis.call(ARGV[7], ARGV[8], '1')
+  redis.call(ARGV[7], ARGV[8], '')
 end
 return {2, 0}

@@ -1,0 +1,28 @@
+-- leave: a waiter gives up; if the lock was reserved for it and is free, hand it on.
+-- KEYS[1]  lock key
+-- KEYS[2]  waiters         (sorted set: owner token -> server time of arrival)
+-- KEYS[3]  reservation     (value: owner token, PX)
+-- ARGV[1]  owner token of the waiter leaving
+-- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
+-- ARGV[3]  release channel
+-- ARGV[4]  reservation in ms for the next waiter
+-- returns  1   the reservation was this waiter's and passed on (to the next waiter, or to nobody)
+--          0   it only left the queue
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[3])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 1
+end
+local head = redis.call('ZPOPMIN', KEYS[2])
+local woken = ''
+if head[1] then
+  woken = head[1]
+  redis.call('SET', KEYS[3], woken, 'PX', ARGV[4])
+end
+if ARGV[2] ~= '' then
+  redis.call(ARGV[2], ARGV[3], woken)
+end
+return 1
