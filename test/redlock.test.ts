@@ -79,6 +79,16 @@ function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'rai
   });
 }
 
+/** A store that counts its raiseFence calls in `counter`: which acquisitions wrote their token back. */
+function counted(store: Store, counter: { raiseFence: number }): Store {
+  return intercept(store, {
+    raiseFence: (keys, fence) => {
+      counter.raiseFence += 1;
+      return store.raiseFence(keys, fence);
+    },
+  });
+}
+
 function lockKey(prefix: string, name: string): string {
   return lockKeys(prefix, name).lock;
 }
@@ -269,22 +279,37 @@ describe('Redlock: nodes killed and frozen', () => {
 });
 
 describe('Redlock: latency', () => {
-  it('an acquisition that outlasts its validity fails and releases what it took', async () => {
+  it('an acquisition that outlasts its validity fails and releases what it took; agreeing nodes save the write-back', async () => {
     const prefix = randomPrefix();
     const slow = await proxied();
-    for (const p of slow) p.setLatency(100);
-    // A large driftFactor leaves a validity (10 s × 3% − 2 ms ≈ 298 ms) shorter than two round trips
-    // through the proxies (≈ 400 ms), while the nodes' leases last 10 s: anything gone was released.
-    const locks = redlock(prefix, { nodeTimeout: 5_000, driftFactor: 0.97 }, clientsFor(slow.map((p) => p.port)));
+    for (const p of slow) p.setLatency(150);
+    // A large driftFactor leaves a validity (10 s × 4.5% − 2 ms ≈ 448 ms) longer than one round trip
+    // through the proxies (≈ 300 ms) and shorter than two (≈ 600 ms), while the nodes' leases last
+    // 10 s: anything gone was released.
+    const connections = clientsFor(slow.map((p) => p.port));
+    await Promise.all(connections.map((c) => c.ping()));
+    const locks = redlock(prefix, { nodeTimeout: 5_000, driftFactor: 0.955 }, connections);
+    // Counters that all differ: whichever nodes grant, one of them issues the maximum, which must be
+    // written back, a second round trip.
+    const fence = lockKeys(prefix, 'slow').fence;
+    await Promise.all(admin.map((c, i) => c.set(fence, 10 * (N - i))));
     const started = now();
     const error = await locks.acquire('slow', { ttl: 10_000, wait: 5_000 }).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/no validity left/);
     expect(outcomes(error).every((o) => o === 'fenced' || o === 'acquired')).toBe(true);
+    expect(outcomes(error)).toContain('fenced');
     expect(await owners(prefix, 'slow')).toEqual([null, null, null, null, null]);
     // The acquisition did run on every node (each counter moved), and far less than the ttl has passed.
-    const fences = await Promise.all(admin.map((c) => c.get(lockKeys(prefix, 'slow').fence)));
-    expect(fences.every((f) => Number(f) >= 1)).toBe(true);
+    const fences = await Promise.all(admin.map((c) => c.get(fence)));
+    expect(fences.map(Number)).toEqual(NODES.map((i) => expect.toSatisfy((f: number) => f > 10 * (N - i))));
     expect(now() - started).toBeLessThan(10_000);
+
+    // Counters that agree (a fresh lock): a quorum issues the same maximum, no write-back is needed,
+    // and one round trip fits in the same validity.
+    const lock = await locks.acquire('agreed', { ttl: 10_000 });
+    expect(lock.fencingToken).toBe(1);
+    expect(lock.expiresIn()).toBeGreaterThan(0);
+    expect(await lock.release()).toBe(true);
   });
 
   it('nodes slower than the per-node timeout: fails, and grants that land late are released', async () => {
@@ -409,12 +434,15 @@ describe('Redlock: fencing across changing quorums', () => {
    * Many acquisitions, each from a fresh instance (it remembers no earlier token, so only the nodes
    * carry the order) while a changing minority of nodes refuses connections. Returns the tokens.
    */
-  async function fencingRun(variant: (store: Store) => Store): Promise<{ tokens: number[]; quorums: number }> {
+  async function fencingRun(
+    variant: (store: Store) => Store,
+  ): Promise<{ tokens: number[]; quorums: number; writeBacks: number[] }> {
     const prefix = randomPrefix();
     const gates = await proxied();
     const random = seeded(7);
     const tokens: number[] = [];
     const quorums = new Set<string>();
+    const writeBacks: number[] = [];
     const noop = () => {};
     for (let i = 0; i < 30; i++) {
       const down = NODES.filter(() => random() < 0.45).slice(0, 2);
@@ -433,26 +461,62 @@ describe('Redlock: fencing across changing quorums', () => {
           return client;
         }),
       );
+      const counter = { raiseFence: 0 };
       const locks = new Leasehold(
-        nodes.map((c) => variant(resolveStore(c, noop).store)),
+        nodes.map((c) => counted(variant(resolveStore(c, noop).store), counter)),
         { prefix },
       );
       const lock = await locks.acquire('fenced', { ttl: 2_000, autoExtend: false });
       tokens.push(lock.fencingToken);
+      writeBacks.push(counter.raiseFence);
       quorums.add(NODES.filter((n) => !down.includes(n)).join(','));
       await lock.release();
       await locks.close();
       for (const client of nodes) client.disconnect();
     }
-    return { tokens, quorums: quorums.size };
+    return { tokens, quorums: quorums.size, writeBacks };
   }
 
   const increasing = (tokens: readonly number[]) => tokens.every((t, i) => i === 0 || t > (tokens[i - 1] ?? 0));
 
   it('tokens strictly increase over many acquisitions while a changing minority of nodes is down', async () => {
-    const { tokens, quorums } = await fencingRun((store) => store);
+    const { tokens, quorums, writeBacks } = await fencingRun((store) => store);
     expect(quorums).toBeGreaterThan(3);
     expect(increasing(tokens), tokens.join(' ')).toBe(true);
+    // Both paths ran: acquisitions whose granting quorum agreed on the maximum (no write-back), and
+    // acquisitions where fewer than a quorum issued it (written back to every granting node).
+    expect(writeBacks.filter((n) => n === 0).length, writeBacks.join(' ')).toBeGreaterThan(0);
+    expect(writeBacks.filter((n) => n >= 3).length, writeBacks.join(' ')).toBeGreaterThan(0);
+    expect(
+      writeBacks.every((n) => n === 0 || n >= 3),
+      writeBacks.join(' '),
+    ).toBe(true);
+  });
+
+  it('writes the maximum back only when fewer than a quorum of the granting nodes issued it', async () => {
+    const prefix = randomPrefix();
+    const counter = { raiseFence: 0 };
+    const noop = () => {};
+    const stores = clients.map((c) => counted(resolveStore(c, noop).store, counter));
+    const locks = redlock(prefix, { ttl: 2_000, autoExtend: false }, stores);
+    const fence = lockKeys(prefix, 'paths').fence;
+
+    // Fresh counters agree: every node issues 1, so any granting quorum holds the maximum.
+    const first = await locks.acquire('paths');
+    expect(first.fencingToken).toBe(1);
+    expect(counter.raiseFence).toBe(0);
+    await first.release();
+
+    // Counters that all differ: only one granting node issues the maximum, which goes to all of them.
+    await Promise.all(admin.map((c, i) => c.set(fence, 10 * (N - i))));
+    const second = await locks.acquire('paths');
+    expect(counter.raiseFence).toBeGreaterThanOrEqual(3);
+    // Any 3 of the 5 include one of the nodes seeded with 30 or more. A grant that landed after the
+    // decision is not written to, and its node's counter may end above the token: that is allowed.
+    expect(second.fencingToken).toBeGreaterThan(30);
+    const counters = (await Promise.all(admin.map((c) => c.get(fence)))).map(Number);
+    expect(counters.filter((f) => f >= second.fencingToken).length).toBeGreaterThanOrEqual(3);
+    await second.release();
   });
 
   it('negative control: without the write-back of the maximum, the same run sees a token repeat or go back', async () => {

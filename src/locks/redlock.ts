@@ -12,15 +12,19 @@
  *
  * Fencing tokens across quorums. Each node has its own counter and successive holders may win on
  * different subsets, so one node's counter says little. An acquisition A takes M = the largest token
- * its granting nodes issued, writes M back to them (raiseFence) and counts only once a quorum W of
- * them confirmed the write-back within A's validity. Claim: every acquisition B whose validity
- * begins after A's has a token above M. B was granted by a quorum G; W and G are majorities, so they
- * share a node n. A's write-back ran on n while A's lease on n was live (it was confirmed within A's
- * validity, which ends before that lease), and B's acquire on n succeeded only once that lease was
- * gone; so n's counter was at least M when B's acquire incremented it, n issued B more than M, and
- * B's token, the maximum over G, is above M. (Had B taken n first, B's validity would have ended
- * before A's began.) This assumes a node never loses its counter: persistence (AOF), and a node that
- * restarts empty breaks this as surely as it breaks exclusion. It does not assume synchronised clocks.
+ * its granting nodes issued, and counts only once a quorum W of nodes is known to have held a
+ * counter of at least M while A's lease on them was live. Two ways to get there:
+ * - fast: at least a quorum of the granting nodes issued M themselves. The acquire script set each
+ *   one's counter to M in the same step that granted A's lease, so W is those nodes, at no extra cost;
+ * - write-back: otherwise M is written back to the granting nodes (raiseFence) and W is a quorum of
+ *   them that confirmed it within A's validity, which ends before any of A's leases does.
+ * Claim: every acquisition B whose validity begins after A's has a token above M. B was granted by a
+ * quorum G; W and G are majorities, so they share a node n. n's counter reached M while A's lease on n
+ * was live, and B's acquire on n succeeded only once that lease was gone; counters never go down, so
+ * n's counter was at least M when B's acquire incremented it, n issued B more than M, and B's token,
+ * the maximum over G, is above M. (Had B taken n first, B's validity would have ended before A's
+ * began.) This assumes a node never loses its counter: persistence (AOF), and a node that restarts
+ * empty breaks this as surely as it breaks exclusion. It does not assume synchronised clocks.
  */
 import { backoff } from '../core/backoff.js';
 import { now } from '../core/clock.js';
@@ -28,8 +32,6 @@ import { DEFAULTS } from '../core/defaults.js';
 import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
 import { type NodeOutcome, QuorumError, RedisUnavailableError } from '../core/errors.js';
 import {
-  addVote,
-  emptyTally,
   lossKind,
   pending,
   releaseVerdict,
@@ -67,8 +69,13 @@ type Slot<T> =
   | { readonly state: 'answered'; readonly value: T }
   | { readonly state: 'failed'; readonly error: unknown; readonly timedOut: boolean };
 
+/** A round's tally, counted in place: one object per round rather than one per vote. */
+type Counts = { -readonly [K in keyof Tally]: Tally[K] };
+
+type Test = (tally: Tally) => boolean;
+
 /**
- * One call sent to several nodes at once, each bounded by the per-node timeout. `until` resolves as
+ * One call sent to several nodes at once, bounded by the per-node timeout. `until` resolves as
  * soon as a condition on the tally holds (or every node is in), so a decision never waits on nodes
  * it does not need. The raw calls keep running: a late answer can still be acted on.
  */
@@ -76,55 +83,59 @@ class Round<T> {
   readonly nodes: readonly number[];
   readonly calls: readonly Promise<T>[];
   readonly slots: Slot<T>[];
-  /** Per node: resolves once that node answered, failed or timed out. */
-  readonly settled: readonly Promise<void>[];
-  #tally: Tally;
-  #waiters: { readonly test: (tally: Tally) => boolean; readonly resolve: () => void }[] = [];
+  readonly #counts: Counts;
+  readonly #action: string;
+  readonly #stores: readonly Store[];
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #waiters: { readonly test: Test; readonly resolve: () => void }[] = [];
   #onLateFailure: ((error: unknown) => void) | undefined;
 
   constructor(
+    stores: readonly Store[],
     nodes: readonly number[],
     quorum: number,
-    call: (node: number) => Promise<T>,
-    vote: (value: T) => Vote,
+    action: string,
     timeout: number,
-    describe: (node: number) => string,
+    call: (store: Store) => Promise<T>,
+    vote: (value: T) => Vote,
   ) {
     this.nodes = nodes;
-    this.#tally = emptyTally(nodes.length, quorum);
+    this.#stores = stores;
+    this.#action = action;
+    this.#counts = { nodes: nodes.length, quorum, yes: 0, no: 0, errors: 0 };
     this.slots = nodes.map(() => ({ state: 'pending' }));
-    const settled: Promise<void>[] = [];
-    this.settled = settled;
     this.calls = nodes.map((node, i) => {
       let raw: Promise<T>;
       try {
-        raw = call(node);
+        const store = stores[node];
+        if (!store) throw new RangeError(`no Redlock node #${node}`);
+        raw = call(store);
       } catch (error) {
         raw = Promise.reject(error);
       }
-      let timeoutError: Error | undefined;
-      const bounded = withTimeout(raw, timeout, () => {
-        timeoutError = new RedisUnavailableError(`${describe(node)} got no answer within ${timeout} ms (nodeTimeout)`);
-        return timeoutError;
-      });
-      settled.push(
-        bounded.then(
-          (value) => this.#settle(i, { state: 'answered', value }, vote(value)),
-          (error: unknown) => this.#settle(i, { state: 'failed', error, timedOut: error === timeoutError }, 'error'),
-        ),
+      raw.then(
+        (value) => this.#settle(i, { state: 'answered', value }, vote(value)),
+        (error: unknown) => this.#settle(i, { state: 'failed', error, timedOut: false }, 'error'),
       );
       return raw;
     });
+    // Every call went out just now with the same bound, so one timer serves the whole round.
+    if (nodes.length > 0) this.#timer = setTimeout(() => this.#expire(timeout), timeout);
   }
 
   get tally(): Tally {
-    return this.#tally;
+    return this.#counts;
   }
 
   /** Resolves once `test` holds for the tally, or every node has answered, failed or timed out. */
-  until(test: (tally: Tally) => boolean): Promise<void> {
-    if (test(this.#tally) || pending(this.#tally) === 0) return Promise.resolve();
+  until(test: Test): Promise<void> {
+    if (test(this.#counts) || pending(this.#counts) === 0) return Promise.resolve();
     return new Promise((resolve) => this.#waiters.push({ test, resolve }));
+  }
+
+  /** Resolves once node `i` of this round has answered, failed or timed out. */
+  settled(i: number): Promise<void> {
+    return this.until(() => this.slots[i]?.state !== 'pending');
   }
 
   /**
@@ -132,22 +143,46 @@ class Round<T> {
    * (they are reported nowhere else), and every later one (they come after the decision).
    */
   reportFailures(onFailure: (error: unknown) => void, existing: boolean): void {
-    if (existing) {
+    if (existing && this.#counts.errors > 0) {
       for (const slot of this.slots) if (slot.state === 'failed') onFailure(slot.error);
     }
     this.#onLateFailure = onFailure;
   }
 
-  #settle(i: number, slot: Slot<T>, vote: Vote): void {
-    this.slots[i] = slot;
-    this.#tally = addVote(this.#tally, vote);
-    if (slot.state === 'failed') this.#onLateFailure?.(slot.error);
-    const done = pending(this.#tally) === 0;
-    this.#waiters = this.#waiters.filter((w) => {
-      if (!done && !w.test(this.#tally)) return true;
-      w.resolve();
-      return false;
+  #expire(timeout: number): void {
+    this.#timer = undefined;
+    this.slots.forEach((slot, i) => {
+      if (slot.state !== 'pending') return;
+      const node = this.nodes[i];
+      const kind = node === undefined ? 'unknown' : (this.#stores[node]?.kind ?? 'unknown');
+      const error = new RedisUnavailableError(
+        `node #${node} (${kind}): ${this.#action} got no answer within ${timeout} ms (nodeTimeout)`,
+      );
+      this.#settle(i, { state: 'failed', error, timedOut: true }, 'error');
     });
+  }
+
+  #settle(i: number, slot: Slot<T>, vote: Vote): void {
+    // A node that timed out is settled; its late answer is left to whoever holds `calls`.
+    if (this.slots[i]?.state !== 'pending') return;
+    this.slots[i] = slot;
+    const counts = this.#counts;
+    if (vote === 'yes') counts.yes += 1;
+    else if (vote === 'no') counts.no += 1;
+    else counts.errors += 1;
+    if (slot.state === 'failed') this.#onLateFailure?.(slot.error);
+    const done = pending(counts) === 0;
+    if (done && this.#timer !== undefined) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+    if (this.#waiters.length === 0) return;
+    let kept = 0;
+    for (const waiter of this.#waiters) {
+      if (!done && !waiter.test(counts)) this.#waiters[kept++] = waiter;
+      else waiter.resolve();
+    }
+    this.#waiters.length = kept;
   }
 
   /** Each node's outcome, with `answer` naming what an answer means. */
@@ -165,11 +200,25 @@ const granted = (reply: AcquireReply): boolean => reply.acquired;
 const acquireOutcome = (reply: AcquireReply): Outcome => (reply.acquired ? 'acquired' : 'held');
 const extendOutcome = (reply: ExtendReply): Outcome => (reply === 'extended' ? 'extended' : reply);
 const releaseOutcome = (reply: ReleaseReply): Outcome => reply;
+const acquireVote = (reply: AcquireReply): Vote => (reply.acquired ? 'yes' : 'no');
+const extendVote = (reply: ExtendReply): Vote => (reply === 'extended' ? 'yes' : 'no');
+const releaseVote = (reply: ReleaseReply): Vote => (reply === 'released' ? 'yes' : 'no');
+/** Clean-up counts any answer: its failures are reported, never decided on. */
+const anyAnswer = (): Vote => 'yes';
+const decided: Test = (t) => verdict(t) !== 'open';
+/** An extend is decided once won, or lost for a reason that is certain. */
+const extendDecided: Test = (t) => {
+  const v = verdict(t);
+  return v === 'won' || (v === 'lost' && lossKind(t) !== 'open');
+};
+/** Wait for every node (or its timeout). */
+const everyNode: Test = () => false;
 
 /** The fenced Redlock over independent stores; see the top of this file and docs/redlock.md. */
 export class RedlockEngine implements LockEngine {
   readonly announcesRelease = true;
   readonly #nodes: readonly { store: Store; owned: boolean }[];
+  readonly #stores: readonly Store[];
   readonly #all: readonly number[];
   readonly #options: RedlockEngineOptions;
   readonly #quorum: number;
@@ -179,6 +228,7 @@ export class RedlockEngine implements LockEngine {
 
   constructor(stores: readonly { store: Store; owned: boolean }[], options: RedlockEngineOptions) {
     this.#nodes = stores;
+    this.#stores = stores.map((n) => n.store);
     this.#all = stores.map((_, i) => i);
     this.#options = options;
     this.#quorum = options.quorum;
@@ -214,19 +264,7 @@ export class RedlockEngine implements LockEngine {
     call: (store: Store) => Promise<T>,
     vote: (value: T) => Vote,
   ): Round<T> {
-    const store = (node: number): Store => {
-      const entry = this.#nodes[node];
-      if (!entry) throw new RangeError(`no Redlock node #${node}`);
-      return entry.store;
-    };
-    return new Round(
-      nodes,
-      this.#quorum,
-      (node) => call(store(node)),
-      vote,
-      timeout,
-      (node) => `node #${node} (${store(node).kind}): ${action}`,
-    );
+    return new Round(this.#stores, nodes, this.#quorum, action, timeout, call, vote);
   }
 
   async attempt(name: string, owner: string, ttl: number, tries = 0): Promise<Attempt> {
@@ -240,11 +278,24 @@ export class RedlockEngine implements LockEngine {
       'acquire',
       timeout,
       (store) => store.acquire(keys, owner, ttl, minFence),
-      (reply) => (reply.acquired ? 'yes' : 'no'),
+      acquireVote,
     );
-    await acquire.until((t) => verdict(t) !== 'open');
-    const grants = this.#grants(acquire);
-    for (const grant of grants) this.#noteFence(name, grant.fence);
+    await acquire.until(decided);
+    // The grants in so far: how many, their largest token M, and how many of them issued M.
+    let grants = 0;
+    let fence = 0;
+    let atFence = 0;
+    for (const slot of acquire.slots) {
+      if (slot.state !== 'answered' || !slot.value.acquired) continue;
+      grants += 1;
+      if (slot.value.fence > fence) {
+        fence = slot.value.fence;
+        atFence = 1;
+      } else if (slot.value.fence === fence) {
+        atFence += 1;
+      }
+    }
+    if (grants > 0) this.#noteFence(name, fence);
 
     if (verdict(acquire.tally) === 'lost') {
       // Every node has answered or timed out once this resolves, so the loss is classified for sure.
@@ -254,45 +305,62 @@ export class RedlockEngine implements LockEngine {
         throw new QuorumError(name, 'acquire', this.#quorum, acquire.outcomes(acquireOutcome));
       }
       acquire.reportFailures(this.#onError, true);
-      return this.#refused(acquire, grants.length, tries);
+      return this.#refused(acquire, grants, tries);
     }
     acquire.reportFailures(this.#onError, true);
 
-    const fail = async (reason: string, fenced?: Round<number>): Promise<never> => {
-      await this.#giveBack(keys, owner, acquire, granted);
-      throw new QuorumError(name, 'acquire', this.#quorum, this.#merge(acquire, fenced), reason);
-    };
-    const noValidity = () =>
-      `took ${Math.round(now() - sentAt)} ms of its ${ttl} ms lease: no validity left (driftFactor ${this.#options.driftFactor})`;
-    if (this.validUntil(sentAt, ttl) <= now()) return fail(noValidity());
+    // A quorum of the granting nodes issued M themselves: their counters are M already, under our
+    // lease, and a write-back would change nothing (see the top of this file).
+    if (atFence >= this.#quorum) {
+      const validUntil = this.validUntil(sentAt, ttl);
+      if (validUntil <= now()) return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
+      return { acquired: true, fencingToken: fence, validUntil };
+    }
+    if (this.validUntil(sentAt, ttl) <= now()) {
+      return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
+    }
 
-    // The quorum's token is the largest any granting node issued, written back before it counts.
-    const fence = Math.max(...grants.map((g) => g.fence));
+    // Fewer than a quorum issued M: it is written back to the granting nodes before it counts.
+    const writeTo: number[] = [];
+    acquire.slots.forEach((slot, i) => {
+      const node = acquire.nodes[i];
+      if (slot.state === 'answered' && slot.value.acquired && node !== undefined) writeTo.push(node);
+    });
     const writeBack = this.#round(
-      grants.map((g) => g.node),
+      writeTo,
       'raise-fence',
       timeout,
       (store) => store.raiseFence(keys, fence),
       (after) => (after >= fence ? 'yes' : 'no'),
     );
-    await writeBack.until((t) => verdict(t) !== 'open');
+    await writeBack.until(decided);
     if (verdict(writeBack.tally) === 'lost') {
       writeBack.reportFailures(this.#onError, false);
-      return fail(`could not write fencing token ${fence} back to a quorum of ${this.#quorum}`, writeBack);
+      const reason = `could not write fencing token ${fence} back to a quorum of ${this.#quorum}`;
+      return this.#fail(name, keys, owner, acquire, writeBack, reason);
     }
     writeBack.reportFailures(this.#onError, true);
     const validUntil = this.validUntil(sentAt, ttl);
-    if (validUntil <= now()) return fail(noValidity(), writeBack);
+    if (validUntil <= now()) return this.#fail(name, keys, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
     return { acquired: true, fencingToken: fence, validUntil };
   }
 
-  #grants(round: Round<AcquireReply>): { node: number; fence: number }[] {
-    const grants: { node: number; fence: number }[] = [];
-    round.nodes.forEach((node, i) => {
-      const slot = round.slots[i];
-      if (slot?.state === 'answered' && slot.value.acquired) grants.push({ node, fence: slot.value.fence });
-    });
-    return grants;
+  /** A won vote that cannot be used after all: give back what it took, then throw. */
+  async #fail(
+    name: string,
+    keys: LockKeys,
+    owner: string,
+    acquire: Round<AcquireReply>,
+    fenced: Round<number> | undefined,
+    reason: string,
+  ): Promise<never> {
+    await this.#giveBack(keys, owner, acquire, granted);
+    throw new QuorumError(name, 'acquire', this.#quorum, this.#merge(acquire, fenced), reason);
+  }
+
+  #noValidity(sentAt: number, ttl: number): string {
+    const took = Math.round(now() - sentAt);
+    return `took ${took} ms of its ${ttl} ms lease: no validity left (driftFactor ${this.#options.driftFactor})`;
   }
 
   #noteFence(name: string, fence: number): void {
@@ -316,7 +384,7 @@ export class RedlockEngine implements LockEngine {
   async #giveBack<T>(keys: LockKeys, owner: string, round: Round<T>, took: (value: T) => boolean): Promise<void> {
     await Promise.all(
       round.nodes.map(async (node, i) => {
-        await round.settled[i];
+        await round.settled(i);
         const slot = round.slots[i];
         if (slot?.state === 'answered') {
           if (took(slot.value)) await this.#releaseOne(node, keys, owner);
@@ -332,15 +400,9 @@ export class RedlockEngine implements LockEngine {
 
   /** One node's release during clean-up; its failure is reported, never thrown. */
   #releaseOne(node: number, keys: LockKeys, owner: string): Promise<void> {
-    const round = this.#round(
-      [node],
-      'release',
-      this.nodeTimeout(),
-      (store) => store.release(keys, owner),
-      () => 'yes',
-    );
+    const round = this.#round([node], 'release', this.nodeTimeout(), (store) => store.release(keys, owner), anyAnswer);
     round.reportFailures(this.#onError, true);
-    return round.until(() => false);
+    return round.until(everyNode);
   }
 
   /**
@@ -379,9 +441,9 @@ export class RedlockEngine implements LockEngine {
       'extend',
       this.nodeTimeout(ttl),
       (store) => store.extend(keys, owner, ttl),
-      (reply) => (reply === 'extended' ? 'yes' : 'no'),
+      extendVote,
     );
-    await round.until((t) => verdict(t) === 'won' || (verdict(t) === 'lost' && lossKind(t) !== 'open'));
+    await round.until(extendDecided);
     if (verdict(round.tally) === 'won') {
       round.reportFailures(this.#onError, true);
       const validUntil = this.validUntil(sentAt, ttl);
@@ -410,9 +472,9 @@ export class RedlockEngine implements LockEngine {
       'release',
       this.nodeTimeout(),
       (store) => store.release(keys, owner),
-      (reply) => (reply === 'released' ? 'yes' : 'no'),
+      releaseVote,
     );
-    await round.until(() => false);
+    await round.until(everyNode);
     const decided = releaseVerdict(round.tally);
     if (decided === 'unknown') {
       throw new QuorumError(
@@ -432,7 +494,7 @@ export class RedlockEngine implements LockEngine {
    * quorum includes one of them (N − quorum + 1), or every node is in; a node that fails to subscribe
    * is reported and skipped, and one that answers late still joins.
    */
-  async subscribe(name: string, onRelease: () => void): Promise<() => void> {
+  async subscribe(name: string, onRelease: (message: string) => void): Promise<() => void> {
     const channel = this.keys(name).channel;
     const timeout = this.nodeTimeout();
     const needed = this.#nodes.length - this.#quorum + 1;
