@@ -1,22 +1,37 @@
 import { parseArgs } from 'node:util';
+import { LockError } from '../core/errors.js';
+import { commandUsage, type OperatorCommand, parse, UsageError } from './command.js';
+import { history } from './commands/history.js';
+import { inspect } from './commands/inspect.js';
+import { list } from './commands/list.js';
+import { release } from './commands/release.js';
+import { watch } from './commands/watch.js';
 import { demo } from './demo.js';
 import { demoPod } from './demo-pod.js';
+import { openOperator } from './operator.js';
 import type { DemoPlan } from './pod.js';
 
-const USAGE = `usage: leasehold <command> [options]
+const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch];
 
-commands:
-  demo [--redis redis://host:port] [--ticks N]
+const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
       Three pods run the same job every second: each tick runs once, never three times;
       one pod is killed mid-job and the others take over once its lease ends.
       Without --redis the pods share the in-process memory store; with it, each pod is
       its own process against that Redis (needs ioredis or redis installed).
       --ticks: how many ticks to run, 6 to 120 (default 12).
-  help
-      This text.
 `;
 
-class UsageError extends Error {}
+const USAGE = `usage: leasehold <command> [options]
+
+operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or redis://127.0.0.1:6379,
+and --prefix P, default 'leasehold'; needs ioredis installed):
+${OPERATOR.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
+other commands:
+${DEMO_USAGE}  help [command]
+      This text, or a command's.
+
+Run \`leasehold <command> --help\` for a command's options.
+`;
 
 function ticksOption(value: string | undefined): number {
   if (value === undefined) return 12;
@@ -26,55 +41,99 @@ function ticksOption(value: string | undefined): number {
   return n;
 }
 
-async function main(argv: readonly string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(USAGE);
-    return command === undefined ? 2 : 0;
+async function runOperator(command: OperatorCommand, argv: readonly string[]): Promise<number> {
+  const args = parse(command, argv);
+  if (args === null) return 0;
+  const op = await openOperator(args.redis, args.prefix);
+  try {
+    return await command.run(op, args);
+  } finally {
+    await op.close();
   }
-  if (command === 'demo') {
-    const { values } = parseArgs({
-      args: [...rest],
-      options: { redis: { type: 'string' }, ticks: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
-      strict: true,
-    });
-    if (values.help) {
-      process.stdout.write(USAGE);
-      return 0;
-    }
-    if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
-      throw new UsageError(`--redis must be a redis:// or rediss:// URL, got ${values.redis}`);
-    }
-    return demo({ redis: values.redis, ticks: ticksOption(values.ticks) });
-  }
-  if (command === 'demo-pod') {
-    // Internal: one pod of `demo --redis`, started by the demo itself.
-    const { values } = parseArgs({
-      args: [...rest],
-      options: {
-        redis: { type: 'string' },
-        pod: { type: 'string' },
-        prefix: { type: 'string' },
-        plan: { type: 'string' },
-      },
-      strict: true,
-    });
-    if (!values.redis || !values.pod || !values.prefix || !values.plan) {
-      throw new UsageError('demo-pod is started by `leasehold demo --redis`');
-    }
-    return demoPod(values.redis, values.pod, values.prefix, JSON.parse(values.plan) as DemoPlan);
-  }
-  throw new UsageError(`unknown command: ${command}`);
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    const usage = error instanceof UsageError || (error instanceof TypeError && 'code' in error);
-    process.stderr.write(`leasehold: ${error instanceof Error ? error.message : String(error)}\n`);
-    if (usage) process.stderr.write(`run \`leasehold help\` for usage\n`);
-    process.exitCode = usage ? 2 : 1;
-  },
-);
+function runDemo(argv: readonly string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: { redis: { type: 'string' }, ticks: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`usage: leasehold demo [options]\n\n${DEMO_USAGE}`);
+    return Promise.resolve(0);
+  }
+  if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
+    throw new UsageError(`--redis must be a redis:// or rediss:// URL, got ${values.redis}`);
+  }
+  return demo({ redis: values.redis, ticks: ticksOption(values.ticks) });
+}
+
+function runDemoPod(argv: readonly string[]): Promise<number> {
+  // Internal: one pod of `demo --redis`, started by the demo itself.
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      redis: { type: 'string' },
+      pod: { type: 'string' },
+      prefix: { type: 'string' },
+      plan: { type: 'string' },
+    },
+    strict: true,
+  });
+  if (!values.redis || !values.pod || !values.prefix || !values.plan) {
+    throw new UsageError('demo-pod is started by `leasehold demo --redis`');
+  }
+  return demoPod(values.redis, values.pod, values.prefix, JSON.parse(values.plan) as DemoPlan);
+}
+
+function help(topic: string | undefined): number {
+  const command = OPERATOR.find((c) => c.name === topic);
+  if (topic !== undefined && command === undefined && topic !== 'demo') {
+    throw new UsageError(`unknown command: ${topic}`);
+  }
+  process.stdout.write(command ? commandUsage(command) : topic === 'demo' ? DEMO_USAGE : USAGE);
+  return 0;
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined) {
+    process.stdout.write(USAGE);
+    return 2;
+  }
+  if (command === 'help') return help(rest[0]);
+  if (command === '--help' || command === '-h') return help(undefined);
+  if (command === 'demo') return runDemo(rest);
+  if (command === 'demo-pod') return runDemoPod(rest);
+  const operator = OPERATOR.find((c) => c.name === command);
+  if (operator) return runOperator(operator, rest);
+  throw new UsageError(
+    command.startsWith('-') ? `unknown option before the command: ${command}` : `unknown command: ${command}`,
+  );
+}
+
+/** Wrong use of the command line: ours, parseArgs' (a TypeError with a code), or bad library input. */
+function isUsage(error: unknown): boolean {
+  return (
+    error instanceof UsageError ||
+    (error instanceof TypeError && 'code' in error) ||
+    (error instanceof LockError && error.code === 'INVALID_ARGUMENT')
+  );
+}
+
+function exit(code: number): void {
+  process.exitCode = code;
+  // Everything is closed by now; should a handle still hold the event loop, do not hang on it.
+  setTimeout(() => process.exit(code), 200).unref();
+}
+
+const argv = process.argv.slice(2);
+main(argv).then(exit, (error: unknown) => {
+  const usage = isUsage(error);
+  process.stderr.write(`leasehold: ${error instanceof Error ? error.message : String(error)}\n`);
+  if (usage) {
+    const named = OPERATOR.some((c) => c.name === argv[0]) || argv[0] === 'demo';
+    process.stderr.write(`run \`leasehold ${named ? `${argv[0]} ` : ''}--help\` for usage\n`);
+  }
+  exit(usage ? 2 : 1);
+});

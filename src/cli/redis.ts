@@ -35,7 +35,7 @@ interface NodeRedisModule {
 }
 
 // A variable specifier keeps bundlers from resolving the optional peers at build time.
-async function load<T>(name: string): Promise<T | undefined> {
+export async function loadOptional<T>(name: string): Promise<T | undefined> {
   try {
     return (await import(name)) as T;
   } catch {
@@ -50,7 +50,7 @@ function unreachable(url: string, error: unknown): Error {
 }
 
 export async function connectRedis(url: string): Promise<DemoRedis> {
-  const ioredis = await load<IORedisModule>('ioredis');
+  const ioredis = await loadOptional<IORedisModule>('ioredis');
   if (ioredis) {
     // A demo should say at once that Redis is not there, not retry for ever.
     const client = new ioredis.default(url, {
@@ -77,7 +77,7 @@ export async function connectRedis(url: string): Promise<DemoRedis> {
       },
     };
   }
-  const nodeRedis = await load<NodeRedisModule>('redis');
+  const nodeRedis = await loadOptional<NodeRedisModule>('redis');
   if (nodeRedis) {
     const client = nodeRedis.createClient({
       url,

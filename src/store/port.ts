@@ -87,6 +87,24 @@ export interface JobState {
   readonly runs: readonly StoredRun[];
 }
 
+/**
+ * What an operator's forced release did. `owner`: the holder whose lock was deleted; `woken`: the
+ * waiter the lock was handed to (reserved for it), or null when nobody was queued.
+ */
+export type ForceReleaseReply =
+  | { readonly result: 'released'; readonly owner: string; readonly woken: string | null }
+  | { readonly result: 'not-held' };
+
+/** A lock's waiters' queue and hand-off, read in one step (operator tooling). */
+export interface QueueState {
+  /** Waiters queued, across every instance. */
+  readonly count: number;
+  /** Owner tokens of the first waiters, in arrival order (at most the limit asked for). */
+  readonly first: readonly string[];
+  /** The waiter a release handed the lock to and ms its reservation has left, or null. */
+  readonly reserved: { readonly owner: string; readonly pttl: number } | null;
+}
+
 export interface Store {
   /** Short label for messages and metrics: 'memory', 'ioredis', 'node-redis', … */
   readonly kind: string;
@@ -127,6 +145,23 @@ export interface Store {
   finishTick?(keys: JobKeys, request: FinishRequest): Promise<FinishReply>;
   /** Scheduler: the job's lock state, latest tick and newest `limit` runs, read in one step. */
   readJob?(keys: JobKeys, limit: number): Promise<JobState>;
+
+  /**
+   * Operator tooling: names of the locks under `prefix` whose name matches the glob `match`
+   * (Redis glob syntax: `*`, `?`, `[…]`, backslash escapes), each at most once, in no order. Lock keys
+   * only: a lock's fencing counter, queue, reservation and a job's tick marker and history are
+   * skipped. A name may belong to a lock that expires before the caller reads it. `count` is a
+   * hint of how many keys to look at per round trip. Optional: a Store without it cannot list.
+   */
+  scanLocks?(prefix: string, match: string, count: number): AsyncIterable<string>;
+  /**
+   * Operator override: delete the lock whoever holds it, then hand it on exactly as `release`
+   * does. Never touches the fencing counter, so the next token is still above the deleted
+   * holder's. This breaks mutual exclusion for that holder until its next extension fails.
+   */
+  forceRelease?(keys: LockKeys): Promise<ForceReleaseReply>;
+  /** Operator tooling: the waiters' queue (its length and first `limit` owner tokens) and any reservation. */
+  queued?(keys: LockKeys, limit: number): Promise<QueueState>;
 
   /**
    * A waiter gives up (timed out, aborted): drop it from the queue, and if the lock was reserved

@@ -1,7 +1,7 @@
 import { now } from '../../core/clock.js';
 import { DEFAULTS } from '../../core/defaults.js';
 import { ChannelHub } from '../channel-hub.js';
-import type { JobKeys, LockKeys } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
 import {
   type AcquireReply,
   type ClaimReply,
@@ -9,13 +9,65 @@ import {
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
+  type ForceReleaseReply,
   type JobState,
   type LockState,
+  type QueueState,
   type ReleaseReply,
   STORE,
   type Store,
   type StoredRun,
 } from '../port.js';
+
+/** One character as a RegExp literal (inside a class or out): only letters and digits go bare. */
+function literal(c: string): string {
+  return /[A-Za-z0-9]/.test(c) ? c : `\\${c}`;
+}
+
+/**
+ * A Redis glob (`*`, `?`, `[abc]`, `[^a-z]`, backslash escapes) as an anchored RegExp, so that
+ * listing locks on memory matches the names SCAN MATCH would. An unclosed `[` is a literal.
+ */
+function globPattern(glob: string): RegExp {
+  let out = '';
+  for (let i = 0; i < glob.length; i++) {
+    const c = glob[i] as string;
+    if (c === '*') out += '[\\s\\S]*';
+    else if (c === '?') out += '[\\s\\S]';
+    else if (c === '\\' && i + 1 < glob.length) out += literal(glob[++i] as string);
+    else if (c === '[') {
+      let end = i + 1;
+      while (end < glob.length && glob[end] !== ']') end += glob[end] === '\\' ? 2 : 1;
+      if (end >= glob.length) {
+        out += literal(c);
+        continue;
+      }
+      let j = i + 1;
+      let set = '';
+      if (glob[j] === '^') {
+        set += '^';
+        j++;
+      }
+      while (j < end) {
+        let from = glob[j] as string;
+        if (from === '\\' && j + 1 < end) from = glob[++j] as string;
+        const to = glob[j + 2];
+        if (glob[j + 1] === '-' && to !== undefined && j + 2 < end) {
+          // Redis accepts a reversed range (z-a); a RegExp does not.
+          const [lo, hi] = from <= to ? [from, to] : [to, from];
+          set += `${literal(lo)}-${literal(hi)}`;
+          j += 3;
+        } else {
+          set += literal(from);
+          j++;
+        }
+      }
+      out += `[${set}]`;
+      i = end;
+    } else out += literal(c);
+  }
+  return new RegExp(`^${out}$`);
+}
 
 interface Lease {
   owner: string;
@@ -87,7 +139,7 @@ export class MemoryStore implements Store {
   }
 
   /** Pop the first waiter, reserve the lock for it, and tell every instance which waiter that is. */
-  #handOn(keys: LockKeys): void {
+  #handOn(keys: LockKeys): string {
     const waiters = this.#waiters.get(keys.waiters);
     const head = waiters?.values().next().value;
     let woken = '';
@@ -98,6 +150,7 @@ export class MemoryStore implements Store {
     }
     // Redis delivers a PUBLISH after the script's reply; so does this.
     setImmediate(() => this.#hub.deliver(keys.channel, woken));
+    return woken;
   }
 
   async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
@@ -107,6 +160,33 @@ export class MemoryStore implements Store {
     this.#leases.delete(keys.lock);
     this.#handOn(keys);
     return 'released';
+  }
+
+  async forceRelease(keys: LockKeys): Promise<ForceReleaseReply> {
+    const held = this.#live(keys.lock);
+    if (!held) return { result: 'not-held' };
+    this.#leases.delete(keys.lock);
+    const woken = this.#handOn(keys);
+    return { result: 'released', owner: held.owner, woken: woken === '' ? null : woken };
+  }
+
+  async queued(keys: LockKeys, limit: number): Promise<QueueState> {
+    const waiters = [...(this.#waiters.get(keys.waiters) ?? [])];
+    const reserved = this.#reservation(keys.reserved);
+    return {
+      count: waiters.length,
+      first: waiters.slice(0, Math.max(0, limit)),
+      reserved: reserved ? { owner: reserved.owner, pttl: Math.max(0, Math.ceil(reserved.expiresAt - now())) } : null,
+    };
+  }
+
+  async *scanLocks(prefix: string, match: string, _count: number): AsyncGenerator<string> {
+    const pattern = globPattern(match);
+    // A snapshot, as a SCAN is: a lock taken meanwhile may or may not be listed.
+    for (const key of [...this.#leases.keys()]) {
+      const name = nameFromLockKey(prefix, key);
+      if (name !== null && this.#live(key) && pattern.test(name)) yield name;
+    }
   }
 
   async leave(keys: LockKeys, owner: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { DEFAULTS } from '../../core/defaults.js';
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import type { JobKeys, LockKeys } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
 import {
   type AcquireReply,
   type ClaimReply,
@@ -9,8 +9,10 @@ import {
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
+  type ForceReleaseReply,
   type JobState,
   type LockState,
+  type QueueState,
   type ReleaseReply,
   STORE,
   type Store,
@@ -71,6 +73,15 @@ function storedRun(member: unknown): StoredRun {
     outcome: r.outcome as StoredOutcome,
     error: typeof r.error === 'string' ? r.error : null,
   };
+}
+
+/** A prefix as a literal inside a SCAN pattern: glob characters in it match only themselves. */
+function globLiteral(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+function unexpected(script: Script, reply: unknown): LockError {
+  return new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
 }
 
 /** The Store port on Redis: one Lua script per state change, run through one runner. */
@@ -228,6 +239,60 @@ export class RedisStore implements Store {
       fence: integer(reply[1], SCRIPTS.readJob),
       lastTick: lastTick < 0 ? null : lastTick,
       runs: reply.slice(3).map(storedRun),
+    };
+  }
+
+  async *scanLocks(prefix: string, match: string, count: number): AsyncGenerator<string> {
+    if (this.#connection.cluster) {
+      // A keyless script runs on whichever node the client picks: it would list one shard's locks.
+      throw new LockError(ErrorCode.STORE, `${this.kind}: listing locks is supported on a standalone server only`);
+    }
+    const pattern = `${globLiteral(prefix)}:{${match}}`;
+    // SCAN may return a key twice across pages; callers get each name once.
+    const seen = new Set<string>();
+    let cursor = '0';
+    do {
+      const reply = await this.#run(SCRIPTS.scanLocks, [], [cursor, pattern, count]);
+      if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) {
+        throw unexpected(SCRIPTS.scanLocks, reply);
+      }
+      cursor = String(reply[0]);
+      for (const key of reply[1] as unknown[]) {
+        // A lock key ends with the brace that closes its name; the fencing counter, queue,
+        // reservation, tick marker and history all end with their own suffix.
+        const name = typeof key === 'string' ? nameFromLockKey(prefix, key) : null;
+        if (name === null || seen.has(name)) continue;
+        seen.add(name);
+        yield name;
+      }
+    } while (cursor !== '0');
+  }
+
+  async forceRelease(keys: LockKeys): Promise<ForceReleaseReply> {
+    const publish = this.#publishKnown ?? (await this.#publishCommand());
+    const reply = await this.#run(
+      SCRIPTS.forceRelease,
+      [keys.lock, keys.waiters, keys.reserved],
+      [publish, keys.channel, DEFAULTS.reservation],
+    );
+    if (!Array.isArray(reply) || reply.length < 1) throw unexpected(SCRIPTS.forceRelease, reply);
+    const code = integer(reply[0], SCRIPTS.forceRelease);
+    if (code === 0) return { result: 'not-held' };
+    const [, owner, woken] = reply as unknown[];
+    if (code !== 1 || typeof owner !== 'string' || typeof woken !== 'string') {
+      throw unexpected(SCRIPTS.forceRelease, reply);
+    }
+    return { result: 'released', owner, woken: woken === '' ? null : woken };
+  }
+
+  async queued(keys: LockKeys, limit: number): Promise<QueueState> {
+    const reply = await this.#run(SCRIPTS.queued, [keys.waiters, keys.reserved], [limit]);
+    if (!Array.isArray(reply) || reply.length < 3) throw unexpected(SCRIPTS.queued, reply);
+    const reserved: unknown = reply[1];
+    return {
+      count: integer(reply[0], SCRIPTS.queued),
+      first: reply.slice(3).map(String),
+      reserved: typeof reserved === 'string' ? { owner: reserved, pttl: integer(reply[2], SCRIPTS.queued) } : null,
     };
   }
 

@@ -3,11 +3,14 @@ import acquireSource from './lua/acquire.lua';
 import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
 import finishTickSource from './lua/finish-tick.lua';
+import forceReleaseSource from './lua/force-release.lua';
 import inspectSource from './lua/inspect.lua';
 import leaveSource from './lua/leave.lua';
+import queuedSource from './lua/queued.lua';
 import raiseFenceSource from './lua/raise-fence.lua';
 import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
+import scanLocksSource from './lua/scan-locks.lua';
 
 /** A Lua script with its SHA1, so the runner can EVALSHA first. */
 export interface Script {
@@ -31,4 +34,7 @@ export const SCRIPTS = Object.freeze({
   claimTick: script('claim-tick', claimTickSource),
   finishTick: script('finish-tick', finishTickSource),
   readJob: script('read-job', readJobSource),
+  forceRelease: script('force-release', forceReleaseSource),
+  queued: script('queued', queuedSource),
+  scanLocks: script('scan-locks', scanLocksSource),
 });

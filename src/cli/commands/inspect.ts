@@ -1,0 +1,60 @@
+import { lockKeys } from '../../store/keys.js';
+import { type OperatorCommand, operand } from '../command.js';
+import { msLeft, printJson, shortToken, table } from '../format.js';
+
+/** Waiters named: a few in the text output, more in --json; the count always covers them all. */
+const WAITERS_SHOWN = 5;
+const WAITERS_JSON = 100;
+
+export const inspect: OperatorCommand = {
+  name: 'inspect',
+  synopsis: 'inspect <name> [--json]',
+  summary: "Show a lock's holder, ms left, latest fencing token, queued waiters and reservation.",
+  details: `
+  --json        machine output: full owner tokens (the first 100 waiters), ttl in ms (null when free)
+`,
+  options: { json: { type: 'boolean' } },
+  operands: ['name'],
+  async run(op, args) {
+    const name = operand(args, 0);
+    const keys = lockKeys(op.prefix, name);
+    const [state, queue] = await Promise.all([
+      op.bounded(op.store.inspect(keys), 'inspect'),
+      op.bounded(op.store.queued(keys, args.flag('json') ? WAITERS_JSON : WAITERS_SHOWN), 'queued'),
+    ]);
+    if (args.flag('json')) {
+      printJson({
+        name,
+        key: keys.lock,
+        held: state.owner !== null,
+        owner: state.owner,
+        ttl: state.owner === null || state.pttl < 0 ? null : state.pttl,
+        fence: state.fence,
+        waiters: { count: queue.count, first: queue.first },
+        reserved: queue.reserved && { owner: queue.reserved.owner, ttl: queue.reserved.pttl },
+      });
+      return 0;
+    }
+    const shown = queue.first.map(shortToken).join(', ');
+    const waiters =
+      queue.count === 0
+        ? 'none queued'
+        : `${queue.count} queued${queue.count > queue.first.length ? `, first ${queue.first.length}` : ''}: ${shown}`;
+    process.stdout.write(
+      table([
+        ['lock', `${name} (${keys.lock})`],
+        ['holder', state.owner === null ? 'none: the lock is free' : `${shortToken(state.owner)} (owner token)`],
+        ['ttl', state.owner === null ? '-' : `${msLeft(state.pttl)} left`],
+        ['fence', state.fence === 0 ? '0 (never acquired)' : `${state.fence} (latest fencing token issued)`],
+        ['waiters', waiters],
+        [
+          'reserved',
+          queue.reserved === null
+            ? 'no'
+            : `for waiter ${shortToken(queue.reserved.owner)}, ${msLeft(queue.reserved.pttl)} left`,
+        ],
+      ]),
+    );
+    return 0;
+  },
+};

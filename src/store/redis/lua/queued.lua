@@ -1,0 +1,20 @@
+-- queued: a lock's waiters' queue and reservation, read in one step (operator tooling).
+-- KEYS[1]  waiters         (sorted set: owner token -> server time of arrival)
+-- KEYS[2]  reservation     (value: owner token, PX)
+-- ARGV[1]  how many of the first waiters to return
+-- returns  {count, reserved, pttl, waiter...}: count of waiters queued; reserved is the owner token
+--          the lock is reserved for, or false (nil) when none, and pttl the reservation's ms left
+--          (-2 when none); then the first waiters' owner tokens in arrival order
+local reply = {
+  redis.call('ZCARD', KEYS[1]),
+  redis.call('GET', KEYS[2]),
+  redis.call('PTTL', KEYS[2]),
+}
+-- ZRANGE 0 -1 would be the whole queue: a limit of 0 asks for none.
+local limit = tonumber(ARGV[1])
+if limit > 0 then
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, limit - 1)) do
+    reply[#reply + 1] = member
+  end
+end
+return reply

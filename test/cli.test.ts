@@ -1,0 +1,340 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
+import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from './harness/index.js';
+
+/** The operator commands, run as an operator would: the built CLI against a real redis-server. */
+
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: readonly string[], timeout = 10_000): Promise<Result> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => {
+      stdout += text;
+    });
+    child.stderr.setEncoding('utf8').on('data', (text: string) => {
+      stderr += text;
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`leasehold ${args.join(' ')} did not exit within ${timeout} ms`));
+    }, timeout);
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of items) out.push(item);
+  return out;
+}
+
+describe('leasehold CLI against a real Redis', () => {
+  let server: RedisServer;
+  let client: Redis;
+  const opened: Leasehold[] = [];
+
+  /** A Leasehold of its own (its own instance, as another pod would be) under `prefix`. */
+  function instance(prefix: string): Leasehold {
+    const locks = new Leasehold(client, { prefix });
+    opened.push(locks);
+    return locks;
+  }
+
+  /** The CLI with this test's server and prefix. */
+  function run(prefix: string, ...args: string[]): Promise<Result> {
+    return cli([...args, '--redis', server.url, '--prefix', prefix]);
+  }
+
+  beforeAll(async () => {
+    server = await startRedis();
+    client = new Redis(server.url);
+  });
+  afterAll(async () => {
+    await Promise.all(opened.map((locks) => locks.close()));
+    client.disconnect();
+    await server.stop();
+  });
+
+  it.concurrent('--help, <command> --help, and wrong use exits 2 with a clear message', async () => {
+    const [help, inspectHelp, unknown, badOption, missing, badLimit] = await Promise.all([
+      cli(['--help']),
+      cli(['inspect', '--help']),
+      cli(['frobnicate']),
+      cli(['list', '--frob']),
+      cli(['inspect']),
+      cli(['history', 'job', '--limit', 'lots']),
+    ]);
+    expect(help.stderr).toBe('');
+    expect(help.code).toBe(0);
+    for (const command of ['inspect <name>', 'list', 'release <name> --force', 'history <job>', 'watch <name>']) {
+      expect(help.stdout).toContain(command);
+    }
+    expect(inspectHelp.code).toBe(0);
+    expect(inspectHelp.stdout).toMatch(/^usage: leasehold inspect <name>/);
+    expect(inspectHelp.stdout).toContain('--prefix');
+    expect(unknown).toMatchObject({ code: 2, stderr: expect.stringContaining('unknown command: frobnicate') });
+    expect(badOption).toMatchObject({ code: 2, stderr: expect.stringContaining("Unknown option '--frob'") });
+    expect(badOption.stderr).toContain('leasehold list --help');
+    expect(missing).toMatchObject({ code: 2, stderr: expect.stringContaining('inspect takes <name>') });
+    expect(badLimit).toMatchObject({ code: 2, stderr: expect.stringContaining('--limit must be an integer') });
+  });
+
+  it.concurrent('inspect shows the holder, ms left, the fencing token and the waiters queued', async () => {
+    const prefix = randomPrefix();
+    const holder = instance(prefix);
+    const other = instance(prefix);
+    const lock = await holder.acquire('orders:1', { ttl: 30_000 });
+    const waiting = [other.acquire('orders:1', { wait: 15_000 }), other.acquire('orders:1', { wait: 15_000 })];
+    const keys = lockKeys(prefix, 'orders:1');
+    await waitFor(async () => (await client.zcard(keys.waiters)) === 2, { message: 'two waiters queued' });
+
+    const text = await run(prefix, 'inspect', 'orders:1');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`holder    ${lock.owner.slice(0, 8)}… (owner token)`);
+    expect(text.stdout).not.toContain(lock.owner);
+    expect(text.stdout).toMatch(/ttl +\d+ ms left/);
+    expect(text.stdout).toMatch(new RegExp(`fence +${lock.fencingToken} \\(latest`));
+    expect(text.stdout).toMatch(/waiters +2 queued: /);
+
+    const json = await run(prefix, 'inspect', 'orders:1', '--json');
+    expect(json.code).toBe(0);
+    const state = JSON.parse(json.stdout) as Record<string, unknown>;
+    expect(state).toMatchObject({
+      name: 'orders:1',
+      key: keys.lock,
+      held: true,
+      owner: lock.owner,
+      fence: lock.fencingToken,
+      waiters: { count: 2 },
+    });
+    expect(state.ttl).toBeGreaterThan(0);
+    expect(state.ttl).toBeLessThanOrEqual(30_000);
+
+    const free = await run(prefix, 'inspect', 'never-taken', '--json');
+    expect(JSON.parse(free.stdout)).toMatchObject({ held: false, owner: null, ttl: null, fence: 0 });
+
+    await lock.release();
+    for (const next of waiting) await (await next).release();
+  });
+
+  it.concurrent('list finds exactly the held locks, not fencing counters, queues or job keys', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix);
+    const held = await Promise.all(['a:1', 'a:2', 'b:1'].map((name) => locks.acquire(name, { ttl: 30_000 })));
+    // Leave behind every other kind of key under the prefix: a released lock's fencing counter,
+    // a job's tick marker and history, and a waiters' queue.
+    await (await locks.acquire('a:gone')).release();
+    await locks.runOnce('a:job', async () => 'done', { tick: 1_000 });
+    const queued = instance(prefix).acquire('a:1', { wait: 15_000 });
+    const job = jobKeys(prefix, 'a:job');
+    await waitFor(async () => (await client.zcard(lockKeys(prefix, 'a:1').waiters)) === 1);
+    expect(await client.exists(job.fence, job.tick, job.runs, lockKeys(prefix, 'a:gone').fence)).toBe(4);
+
+    const matched = await run(prefix, 'list', '--match', 'a:*', '--json');
+    expect(matched.code).toBe(0);
+    const rows = JSON.parse(matched.stdout) as { name: string; fence: number; ttl: number; owner: string }[];
+    expect(rows.map((r) => r.name)).toEqual(['a:1', 'a:2']);
+    expect(rows[0]).toMatchObject({ owner: held[0]?.owner, fence: held[0]?.fencingToken });
+
+    const all = await run(prefix, 'list');
+    expect(all.code).toBe(0);
+    expect(all.stdout.split('\n')[0]).toMatch(/^NAME +TTL +FENCE +HOLDER$/);
+    expect(all.stdout).toMatch(/^b:1 +\d+ ms +1 +/m);
+    expect(all.stdout).toContain("3 locks held under prefix '");
+    expect(all.stdout).not.toMatch(/a:gone|a:job|fence|waiters|tick|runs/);
+
+    const none = await run(prefix, 'list', '--match', 'zzz*');
+    expect(none.stdout).toContain('no locks held');
+
+    for (const lock of held) await lock.release();
+    await (await queued).release();
+  });
+
+  it.concurrent('release refuses without --force, and with it frees the lock for the next waiter', async () => {
+    const prefix = randomPrefix();
+    const first = instance(prefix);
+    const second = instance(prefix);
+    const keys = lockKeys(prefix, 'settle');
+    const stuck = await first.acquire('settle', { ttl: 30_000 });
+    const next = second.acquire('settle', { wait: 15_000 });
+    await waitFor(async () => (await client.zcard(keys.waiters)) === 1, { message: 'the waiter queued' });
+
+    const refused = await run(prefix, 'release', 'settle');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--force');
+    expect(refused.stderr).toMatch(/mutual exclusion/);
+    expect(refused.stderr).toMatch(/fencing tokens/);
+    expect(await client.get(keys.lock)).toBe(stuck.owner);
+
+    const fenceBefore = Number(await client.get(keys.fence));
+    expect(fenceBefore).toBe(stuck.fencingToken);
+    const forced = await run(prefix, 'release', 'settle', '--force');
+    expect(forced.code).toBe(0);
+    expect(forced.stdout).toContain(`was held by ${stuck.owner.slice(0, 8)}…, fencing token ${stuck.fencingToken}`);
+    expect(forced.stdout).toContain('handed to waiter');
+
+    // The waiter's acquire resolves, with the next token: the counter was neither reset nor skipped.
+    const taken = await next;
+    expect(taken.fencingToken).toBe(fenceBefore + 1);
+    expect(Number(await client.get(keys.fence))).toBe(fenceBefore + 1);
+    // The old holder finds out at its next extension.
+    await expect(stuck.extend()).rejects.toBeInstanceOf(LockLostError);
+
+    await taken.release();
+    const notHeld = await run(prefix, 'release', 'settle', '--force');
+    expect(notHeld.code).toBe(1);
+    expect(notHeld.stderr).toContain('is not held');
+    expect(Number(await client.get(keys.fence))).toBe(fenceBefore + 1);
+  });
+
+  it.concurrent('history prints the runs of a job', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix);
+    await locks.runOnce('nightly', async () => 'ok', { instance: 'pod-a', tick: Date.UTC(2026, 0, 1) });
+    await expect(
+      locks.runOnce(
+        'nightly',
+        async () => {
+          throw new Error('ledger closed');
+        },
+        { instance: 'pod-b' },
+      ),
+    ).rejects.toThrow('ledger closed');
+
+    const text = await run(prefix, 'history', 'nightly');
+    expect(text.code).toBe(0);
+    const lines = text.stdout.trim().split('\n');
+    expect(lines[0]).toMatch(/^TICK +INSTANCE +FENCE +STARTED +DURATION +OUTCOME$/);
+    expect(lines).toHaveLength(3);
+    expect(lines[1]).toMatch(
+      /^- +pod-b +2 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +\d+ ms +failed: Error: ledger closed$/,
+    );
+    expect(lines[2]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.000 +pod-a +1 +.+ ms +ok$/);
+
+    const newest = await run(prefix, 'history', 'nightly', '--limit', '1', '--json');
+    const runs = JSON.parse(newest.stdout) as { instance: string; outcome: string }[];
+    expect(runs).toEqual([expect.objectContaining({ instance: 'pod-b', outcome: 'failed' })]);
+
+    const empty = await run(prefix, 'history', 'never-ran');
+    expect(empty).toMatchObject({ code: 0, stdout: expect.stringContaining('no runs recorded') });
+  });
+
+  it.concurrent('watch prints a line for each release, with a timestamp', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix);
+    const child = spawn(process.execPath, [CLI, 'watch', 'feed', '--redis', server.url, '--prefix', prefix], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+    try {
+      // stderr says when the subscription is live; stdout carries only the events.
+      const ready = createInterface({ input: child.stderr });
+      await new Promise<void>((resolve) => ready.once('line', () => resolve()));
+      const lines = createInterface({ input: child.stdout });
+      const firstLine = new Promise<string>((resolve) => lines.once('line', resolve));
+      await (await locks.acquire('feed')).release();
+      const line = await firstLine;
+      expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} {2}feed {2}released, no waiter queued$/);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+
+  it.concurrent('an unreachable or frozen Redis exits 1 with a clear message, without hanging', async () => {
+    const nobody = `redis://127.0.0.1:${await freePort()}`;
+    const frozen = await startRedis();
+    frozen.pause();
+    try {
+      const [refused, silent] = await Promise.all([
+        cli(['inspect', 'x', '--redis', nobody]),
+        cli(['list', '--redis', frozen.url]),
+      ]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`cannot connect to Redis at ${nobody}`);
+      expect(refused.stderr).toContain('ECONNREFUSED');
+      expect(silent.code).toBe(1);
+      expect(silent.stderr).toContain(`cannot connect to Redis at ${frozen.url}`);
+    } finally {
+      await frozen.stop();
+    }
+  });
+});
+
+describe('operator methods on the MemoryStore', () => {
+  it('forceRelease deletes whoever holds it, hands it to the first waiter, and keeps the fence', async () => {
+    const store = new MemoryStore();
+    const keys = lockKeys('p', 'job');
+    expect(await store.forceRelease(keys)).toEqual({ result: 'not-held' });
+    expect(await store.acquire(keys, 'holder', 30_000)).toEqual({ acquired: true, fence: 1 });
+    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, true)).toMatchObject({ acquired: false });
+    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, true)).toMatchObject({ acquired: false });
+    expect(await store.queued(keys, 1)).toEqual({ count: 2, first: ['waiter-1'], reserved: null });
+
+    const messages: string[] = [];
+    const unsubscribe = await store.subscribe(keys.channel, (m) => messages.push(m));
+    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'holder', woken: 'waiter-1' });
+    await waitFor(() => messages.length === 1);
+    expect(messages).toEqual(['waiter-1']);
+    const queue = await store.queued(keys, 5);
+    expect(queue).toMatchObject({ count: 1, first: ['waiter-2'], reserved: { owner: 'waiter-1' } });
+    expect(queue.reserved?.pttl).toBeLessThanOrEqual(DEFAULTS.reservation);
+    expect(await store.inspect(keys)).toEqual({ owner: null, pttl: -2, fence: 1 });
+
+    // The reservation keeps others out; the woken waiter gets the next token.
+    expect(await store.acquire(keys, 'barger', 30_000)).toMatchObject({ acquired: false });
+    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, true)).toEqual({ acquired: true, fence: 2 });
+    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-1', woken: 'waiter-2' });
+    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, true)).toEqual({ acquired: true, fence: 3 });
+    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-2', woken: null });
+    expect(await store.queued(keys, 5)).toEqual({ count: 0, first: [], reserved: null });
+    unsubscribe();
+    await store.close();
+  });
+
+  it('scanLocks lists held locks of one prefix matching a glob, and nothing else', async () => {
+    const store = new MemoryStore();
+    for (const name of ['a:1', 'a:2', 'ab', 'b:1', 'x*y', '[lit]']) {
+      await store.acquire(lockKeys('p', name), 'o', 30_000);
+    }
+    await store.acquire(lockKeys('q', 'a:9'), 'o', 30_000);
+    await store.acquire(lockKeys('p', 'a:short'), 'o', 1);
+    const gone = lockKeys('p', 'a:gone');
+    await store.acquire(gone, 'o', 30_000);
+    await store.release(gone, 'o');
+    const job = jobKeys('p', 'a:job');
+    const claim = await store.claimTick(job, { owner: 'o', ttl: 30_000, tick: 1, instance: 'i', historyLimit: 5 });
+    expect(claim.claimed).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+
+    const names = async (match: string) => (await collect(store.scanLocks('p', match, 10))).sort();
+    expect(await names('*')).toEqual(['[lit]', 'a:1', 'a:2', 'a:job', 'ab', 'b:1', 'x*y']);
+    expect(await names('a:*')).toEqual(['a:1', 'a:2', 'a:job']);
+    expect(await names('a?')).toEqual(['ab']);
+    expect(await names('[ab]:1')).toEqual(['a:1', 'b:1']);
+    expect(await names('[^a]:1')).toEqual(['b:1']);
+    expect(await names('a:[1-1]')).toEqual(['a:1']);
+    expect(await names('x\\*y')).toEqual(['x*y']);
+    expect(await names('\\[lit\\]')).toEqual(['[lit]']);
+    expect(await names('a:')).toEqual([]);
+    expect(await collect(store.scanLocks('q', '*', 10))).toEqual(['a:9']);
+    await store.close();
+  });
+});
