@@ -284,8 +284,8 @@ describe('operator methods on the MemoryStore', () => {
     const keys = lockKeys('p', 'job');
     expect(await store.forceRelease(keys)).toEqual({ result: 'not-held' });
     expect(await store.acquire(keys, 'holder', 30_000)).toEqual({ acquired: true, fence: 1 });
-    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, true)).toMatchObject({ acquired: false });
-    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, true)).toMatchObject({ acquired: false });
+    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, 'join')).toMatchObject({ acquired: false });
+    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, 'join')).toMatchObject({ acquired: false });
     expect(await store.queued(keys, 1)).toEqual({ count: 2, first: ['waiter-1'], reserved: null });
 
     const messages: string[] = [];
@@ -300,9 +300,9 @@ describe('operator methods on the MemoryStore', () => {
 
     // The reservation keeps others out; the woken waiter gets the next token.
     expect(await store.acquire(keys, 'barger', 30_000)).toMatchObject({ acquired: false });
-    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, true)).toEqual({ acquired: true, fence: 2 });
+    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, 'join')).toEqual({ acquired: true, fence: 2 });
     expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-1', woken: 'waiter-2' });
-    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, true)).toEqual({ acquired: true, fence: 3 });
+    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, 'join')).toEqual({ acquired: true, fence: 3 });
     expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-2', woken: null });
     expect(await store.queued(keys, 5)).toEqual({ count: 0, first: [], reserved: null });
     unsubscribe();

@@ -9,6 +9,7 @@ import {
   type FinishRequest,
   type JobState,
   type LockState,
+  type QueueMode,
   type ReleaseReply,
   STORE,
   type Store,
@@ -35,7 +36,7 @@ export class LatentStore implements Store {
     return call();
   }
 
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: boolean): Promise<AcquireReply> {
+  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: QueueMode): Promise<AcquireReply> {
     return this.#later(() => this.#inner.acquire(keys, owner, ttl, minFence, queue));
   }
   leave(keys: LockKeys, owner: string): Promise<void> {

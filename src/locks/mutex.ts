@@ -38,10 +38,12 @@ export class MutexEngine implements LockEngine {
     );
   }
 
-  async attempt(name: string, owner: string, ttl: number, _tries: number, queue = false): Promise<Attempt> {
+  async attempt(name: string, owner: string, ttl: number, tries: number, queue = false): Promise<Attempt> {
     const keys = this.keys(name);
     const sentAt = now();
-    const pending = this.store.acquire(keys, owner, ttl, 0, queue);
+    // Only a caller refused before is in the queue: the first attempt has nothing to leave.
+    const mode = queue ? (tries === 0 ? 'join' : 'member') : undefined;
+    const pending = this.store.acquire(keys, owner, ttl, 0, mode);
     let reply: Awaited<typeof pending>;
     try {
       reply = await this.#bounded(pending, 'acquire');

@@ -105,6 +105,13 @@ export interface QueueState {
   readonly reserved: { readonly owner: string; readonly pttl: number } | null;
 }
 
+/**
+ * How an acquire takes part in the waiters' queue: `join` — a first attempt by a caller that will
+ * wait: join the queue if refused; `member` — a later attempt by a caller already queued: also
+ * leave the queue on success. Omitted: a caller that will not wait never queues.
+ */
+export type QueueMode = 'join' | 'member';
+
 export interface Store {
   /** Short label for messages and metrics: 'memory', 'ioredis', 'node-redis', … */
   readonly kind: string;
@@ -113,9 +120,9 @@ export interface Store {
    * Take the lock if free and not reserved for another waiter, with a lease of `ttl` ms, and issue
    * the next fencing token. `minFence`: the token issued is at least this (Redlock writes back the
    * quorum's maximum). `queue`: a caller that will wait joins the waiters' queue when refused (and
-   * leaves it when it gets the lock), so that releases hand the lock on in arrival order.
+   * leaves it when it gets the lock), so that releases hand the lock on in arrival order; see QueueMode.
    */
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: boolean): Promise<AcquireReply>;
+  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: QueueMode): Promise<AcquireReply>;
   /**
    * Delete the lock if `owner` holds it. Then hand it on: pop the first waiter, reserve the lock
    * for it for `DEFAULTS.reservation` ms, and publish its owner token on the release channel (an

@@ -12,6 +12,7 @@ import {
   type ForceReleaseReply,
   type JobState,
   type LockState,
+  type QueueMode,
   type QueueState,
   type ReleaseReply,
   STORE,
@@ -112,7 +113,7 @@ export class MemoryStore implements Store {
     return r;
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue = false): Promise<AcquireReply> {
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue?: QueueMode): Promise<AcquireReply> {
     const reserved = this.#reservation(keys.reserved);
     const held = this.#live(keys.lock);
     const blocker = held ?? (reserved && reserved.owner !== owner ? reserved : undefined);
@@ -125,7 +126,7 @@ export class MemoryStore implements Store {
       return { acquired: false, pttl: Math.max(0, Math.ceil(blocker.expiresAt - now())) };
     }
     if (reserved) this.#reservations.delete(keys.reserved);
-    if (queue) this.#unqueue(keys.waiters, owner);
+    if (queue === 'member') this.#unqueue(keys.waiters, owner);
     this.#leases.set(keys.lock, { owner, expiresAt: now() + ttl });
     const fence = Math.max((this.#fences.get(keys.fence) ?? 0) + 1, minFence);
     this.#fences.set(keys.fence, fence);

@@ -12,6 +12,7 @@ import {
   type ForceReleaseReply,
   type JobState,
   type LockState,
+  type QueueMode,
   type QueueState,
   type ReleaseReply,
   STORE,
@@ -129,11 +130,11 @@ export class RedisStore implements Store {
     return this.#publishCommand().then((cmd) => cmd === 'SPUBLISH');
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue = false): Promise<AcquireReply> {
+  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue?: QueueMode): Promise<AcquireReply> {
     const reply = await this.#run(
       SCRIPTS.acquire,
       [keys.lock, keys.fence, keys.waiters, keys.reserved],
-      [owner, ttl, minFence, queue ? '1' : '0'],
+      [owner, ttl, minFence, queue === 'member' ? '2' : queue === 'join' ? '1' : '0'],
     );
     if (!Array.isArray(reply) || reply.length !== 2) {
       throw new LockError(ErrorCode.STORE, `unexpected reply from acquire: ${JSON.stringify(reply)}`);

@@ -7,7 +7,8 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
--- ARGV[4]  '1' if the caller will wait: queue it when refused, unqueue it when it succeeds
+-- ARGV[4]  '0' the caller will not wait; '1' a first attempt: queue it when refused;
+--          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
 -- returns  {1, token}  acquired; token is the new value of the counter
 --          {0, pttl}   held by someone, or reserved for another waiter; pttl is how long that lasts
 local reserved = redis.call('GET', KEYS[4])
@@ -19,7 +20,7 @@ if taken then
   if reserved then
     redis.call('DEL', KEYS[4])
   end
-  if ARGV[4] == '1' then
+  if ARGV[4] == '2' then
     redis.call('ZREM', KEYS[3], ARGV[1])
   end
   local token = redis.call('INCR', KEYS[2])
@@ -30,7 +31,7 @@ if taken then
   end
   return {1, token}
 end
-if ARGV[4] == '1' then
+if ARGV[4] ~= '0' then
   -- Milliseconds: a Lua number reaches Redis formatted with 14 significant digits.
   local t = redis.call('TIME')
   redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
