@@ -1,5 +1,5 @@
 -- force-release: operator override. Delete the lock whoever holds it, then hand it to the first
--- waiter exactly as release does. The fencing counter is left alone: the next token is still
+-- waiter exactly as release does (hand-on.lua). The fencing counter is left alone: the next token is still
 -- above the deleted holder's, so a resource that checks tokens rejects that holder's late writes.
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> server time of arrival)
@@ -15,13 +15,4 @@ if owner == false then
   return {0}
 end
 redis.call('DEL', KEYS[1])
-local head = redis.call('ZPOPMIN', KEYS[2])
-local woken = ''
-if head[1] then
-  woken = head[1]
-  redis.call('SET', KEYS[3], woken, 'PX', ARGV[3])
-end
-if ARGV[1] ~= '' then
-  redis.call(ARGV[1], ARGV[2], woken)
-end
-return {1, owner, woken}
+return {1, owner, hand_on(KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])}

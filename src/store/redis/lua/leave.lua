@@ -1,4 +1,4 @@
--- leave: a waiter gives up; if the lock was reserved for it and is free, hand it on.
+-- leave: a waiter gives up; if the lock was reserved for it and is free, hand it on (hand-on.lua).
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> server time of arrival)
 -- KEYS[3]  reservation     (value: owner token, PX)
@@ -16,13 +16,5 @@ redis.call('DEL', KEYS[3])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 1
 end
-local head = redis.call('ZPOPMIN', KEYS[2])
-local woken = ''
-if head[1] then
-  woken = head[1]
-  redis.call('SET', KEYS[3], woken, 'PX', ARGV[4])
-end
-if ARGV[2] ~= '' then
-  redis.call(ARGV[2], ARGV[3], woken)
-end
+hand_on(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4])
 return 1

@@ -1,4 +1,4 @@
--- release: delete the lock only if this owner holds it, then hand it to the first waiter.
+-- release: delete the lock only if this owner holds it, then hand it to the first waiter (hand-on.lua).
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> server time of arrival)
 -- KEYS[3]  reservation     (value: owner token, PX)
@@ -17,13 +17,5 @@ if current ~= ARGV[1] then
   return -1
 end
 redis.call('DEL', KEYS[1])
-local head = redis.call('ZPOPMIN', KEYS[2])
-local woken = ''
-if head[1] then
-  woken = head[1]
-  redis.call('SET', KEYS[3], woken, 'PX', ARGV[4])
-end
-if ARGV[2] ~= '' then
-  redis.call(ARGV[2], ARGV[3], woken)
-end
+hand_on(KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4])
 return 1
