@@ -38,7 +38,5 @@ export interface LockEngine {
    * waiter the release woke, or '' / nothing for any waiter. Returns the function that stops it.
    */
   subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void>;
-  /** Whether releases are announced at all (memory and Redis: yes). Without, waiters back off and retry. */
-  readonly announcesRelease: boolean;
   close(): Promise<void>;
 }

@@ -14,7 +14,6 @@ export interface MutexEngineOptions {
 
 /** The fenced mutex on one store: each step is one script, bounded by `commandTimeout`. */
 export class MutexEngine implements LockEngine {
-  readonly announcesRelease = true;
   readonly store: Store;
   readonly #owned: boolean;
   readonly #options: MutexEngineOptions;

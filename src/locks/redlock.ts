@@ -216,7 +216,6 @@ const everyNode: Test = () => false;
 
 /** The fenced Redlock over independent stores; see the top of this file and docs/redlock.md. */
 export class RedlockEngine implements LockEngine {
-  readonly announcesRelease = true;
   readonly #nodes: readonly { store: Store; owned: boolean }[];
   readonly #stores: readonly Store[];
   readonly #all: readonly number[];

@@ -48,11 +48,6 @@ export function jobKeys(prefix: string, name: string): JobKeys {
   return { ...keys, tick: `${keys.lock}:tick`, runs: `${keys.lock}:runs` };
 }
 
-/** Pattern matching every lock key under a prefix (used by operator tooling). */
-export function lockKeyPattern(prefix: string): string {
-  return `${prefix}:{*}`;
-}
-
 /** The lock name inside a lock key, or null when the key is not a lock key of this prefix. */
 export function nameFromLockKey(prefix: string, key: string): string | null {
   const head = `${prefix}:{`;
