@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { type Backend, MemoryStore } from '../../src/index.js';
+import { type Backend, type LockKeys, MemoryStore } from '../../src/index.js';
 import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../harness/index.js';
 
 /**
@@ -15,6 +15,8 @@ export interface ContractBackend {
   deleteKey(key: string): Promise<void>;
   /** Number of channel subscriptions currently open on the backend (PUBSUB NUMSUB / SHARDNUMSUB). */
   subscriptions(channel: string): Promise<number>;
+  /** Waiters queued in the backend for a lock (ZCARD of its waiters key). */
+  queued(keys: LockKeys): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -30,6 +32,7 @@ export function memoryBackend(): ContractBackend {
       if (lease.owner) await store.release(keys, lease.owner);
     },
     subscriptions: async () => store.subscriptions,
+    queued: async (keys) => (await store.queued(keys, 0)).count,
     close: async () => {},
   };
 }
@@ -56,6 +59,7 @@ async function standalone(
       await server.command('DEL', key);
     },
     subscriptions: async (channel) => numsub(await server.command('PUBSUB', 'NUMSUB', channel)),
+    queued: async (keys) => Number(await server.command('ZCARD', keys.waiters)),
     close: async () => {
       await Promise.all(opened.map((quit) => quit().catch(() => undefined)));
       await server.stop();
@@ -96,6 +100,7 @@ async function clustered(
     deleteKey: async (key) => {
       await raw.del(key);
     },
+    queued: async (keys) => raw.zcard(keys.waiters),
     subscriptions: async (channel) => {
       // Sharded channels live on the node that owns their slot: sum over every node.
       let total = 0;

@@ -226,13 +226,18 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const a = await leasehold();
       const held = await a.acquire('fifo', { ttl: 10_000 });
       const order: number[] = [];
-      const waiters = [0, 1, 2, 3].map(async (i) => {
-        await sleep(i * 20);
-        const lock = await a.acquire('fifo', { wait: 10_000 });
-        order.push(i);
-        await lock.release();
-      });
-      await sleep(150);
+      const keys = lockKeys(prefix, 'fifo');
+      const waiters: Promise<void>[] = [];
+      for (const i of [0, 1, 2, 3]) {
+        waiters.push(
+          a.acquire('fifo', { wait: 10_000 }).then(async (lock) => {
+            order.push(i);
+            await lock.release();
+          }),
+        );
+        // Arrival order is the order the backend queued them in: wait for each before the next.
+        await waitFor(async () => (await backend.queued(keys)) === i + 1, { timeout: 5_000 });
+      }
       await held.release();
       await Promise.all(waiters);
       expect(order).toEqual([0, 1, 2, 3]);
@@ -243,14 +248,18 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const pods = await Promise.all([0, 1, 2, 3].map(() => leasehold()));
       const held = await holder.acquire('fair', { ttl: 10_000 });
       const order: number[] = [];
-      const waiting = pods.map(async (pod, i) => {
-        await sleep(i * 40);
-        const lock = await pod.acquire('fair', { wait: 10_000 });
-        order.push(i);
-        await sleep(5);
-        await lock.release();
-      });
-      await sleep(250);
+      const keys = lockKeys(prefix, 'fair');
+      const waiting: Promise<void>[] = [];
+      for (const [i, pod] of pods.entries()) {
+        waiting.push(
+          pod.acquire('fair', { wait: 10_000 }).then(async (lock) => {
+            order.push(i);
+            await sleep(5);
+            await lock.release();
+          }),
+        );
+        await waitFor(async () => (await backend.queued(keys)) === i + 1, { timeout: 5_000 });
+      }
       await held.release();
       await Promise.all(waiting);
       expect(order).toEqual([0, 1, 2, 3]);

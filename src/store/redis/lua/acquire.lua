@@ -2,7 +2,7 @@
 -- fencing token, in one step.
 -- KEYS[1]  lock key        (value: owner token, PX: ttl)
 -- KEYS[2]  fencing counter (never expires, never deleted)
--- KEYS[3]  waiters         (sorted set: owner token -> server time of arrival, ms)
+-- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs, strictly increasing)
 -- KEYS[4]  reservation     (value: the owner token a release handed the lock to, PX)
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
@@ -31,10 +31,16 @@ if taken then
   end
   return {1, token}
 end
-if ARGV[4] ~= '0' then
-  -- Milliseconds: a Lua number reaches Redis formatted with 14 significant digits.
+if ARGV[4] ~= '0' and redis.call('ZSCORE', KEYS[3], ARGV[1]) == false then
+  -- Strictly increasing scores: the server's time in microseconds, or one past the last waiter's
+  -- when two arrive within one. Sent as a string: Lua would round a number to 14 digits.
   local t = redis.call('TIME')
-  redis.call('ZADD', KEYS[3], 'NX', t[1] * 1000 + math.floor(t[2] / 1000), ARGV[1])
+  local score = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= score then
+    score = tonumber(last[2]) + 1
+  end
+  redis.call('ZADD', KEYS[3], string.format('%.0f', score), ARGV[1])
 end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < 0 then
