@@ -3,7 +3,15 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Leasehold, type LockLostError, lockKeys, RedisUnavailableError } from '../src/index.js';
 import { Holder } from './faults/child.js';
-import { freePort, type RedisServer, randomPrefix, startProxy, startRedis, waitFor } from './harness/index.js';
+import {
+  freePort,
+  type RedisServer,
+  randomPrefix,
+  startProxy,
+  startRedis,
+  type TcpProxy,
+  waitFor,
+} from './harness/index.js';
 
 /**
  * Real faults against a real redis-server: a holder process frozen with SIGSTOP past its lease,
@@ -31,6 +39,19 @@ describe('faults', () => {
     const locks = new Leasehold(client, { prefix, ...options });
     cleanups.push(() => locks.close());
     return locks;
+  }
+
+  /** A Leasehold whose connection runs through our TCP proxy, so a test can degrade the network. */
+  async function throughProxy(prefix: string, commandTimeout: number): Promise<{ proxy: TcpProxy; locks: Leasehold }> {
+    const proxy = await startProxy({ host: server.host, port: server.port });
+    cleanups.push(() => proxy.close());
+    const viaProxy = new Redis(proxy.port, proxy.host);
+    viaProxy.on('error', () => {});
+    cleanups.push(() => viaProxy.disconnect());
+    await viaProxy.ping();
+    const locks = new Leasehold(viaProxy, { prefix, commandTimeout });
+    cleanups.push(() => locks.close());
+    return { proxy, locks };
   }
 
   async function holder(prefix: string): Promise<Holder> {
@@ -136,14 +157,7 @@ describe('faults', () => {
   });
 
   it('a black-holed network: acquire fails in bounded time; whenUnavailable decides what withLock does', async () => {
-    const proxy = await startProxy({ host: server.host, port: server.port });
-    cleanups.push(() => proxy.close());
-    const viaProxy = new Redis(proxy.port, proxy.host);
-    viaProxy.on('error', () => {});
-    cleanups.push(() => viaProxy.disconnect());
-    await viaProxy.ping();
-    const locks = new Leasehold(viaProxy, { prefix: randomPrefix(), commandTimeout: 300 });
-    cleanups.push(() => locks.close());
+    const { proxy, locks } = await throughProxy(randomPrefix(), 300);
     proxy.blackhole(true);
 
     const started = performance.now();
@@ -169,15 +183,8 @@ describe('faults', () => {
   });
 
   it('an answer that comes after acquire gave up is released, not left as an orphan lock', async () => {
-    const proxy = await startProxy({ host: server.host, port: server.port });
-    cleanups.push(() => proxy.close());
-    const slow = new Redis(proxy.port, proxy.host);
-    slow.on('error', () => {});
-    cleanups.push(() => slow.disconnect());
-    await slow.ping();
     const prefix = randomPrefix();
-    const locks = new Leasehold(slow, { prefix, commandTimeout: 200 });
-    cleanups.push(() => locks.close());
+    const { proxy, locks } = await throughProxy(prefix, 200);
     proxy.setLatency(300);
     await expect(locks.acquire('late', { ttl: 30_000 })).rejects.toBeInstanceOf(RedisUnavailableError);
     const key = lockKeys(prefix, 'late').lock;

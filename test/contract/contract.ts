@@ -222,37 +222,19 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       await expect(b.acquire('fresh', { signal: already.signal })).rejects.toBe(reason);
     });
 
-    it('waiters in one instance are served in arrival order', async () => {
-      const a = await leasehold();
-      const held = await a.acquire('fifo', { ttl: 10_000 });
+    /**
+     * Holds `name`, queues one waiter per entry of `queuers` (each only once the one before it is
+     * in the backend's queue: that queue defines arrival order), releases, and returns the order
+     * the waiters got the lock in.
+     */
+    async function servedOrder(name: string, queuers: Leasehold[]): Promise<number[]> {
+      const held = await (await leasehold()).acquire(name, { ttl: 10_000 });
+      const keys = lockKeys(prefix, name);
       const order: number[] = [];
-      const keys = lockKeys(prefix, 'fifo');
-      const waiters: Promise<void>[] = [];
-      for (const i of [0, 1, 2, 3]) {
-        waiters.push(
-          a.acquire('fifo', { wait: 10_000 }).then(async (lock) => {
-            order.push(i);
-            await lock.release();
-          }),
-        );
-        // Arrival order is the order the backend queued them in: wait for each before the next.
-        await waitFor(async () => (await backend.queued(keys)) === i + 1, { timeout: 5_000 });
-      }
-      await held.release();
-      await Promise.all(waiters);
-      expect(order).toEqual([0, 1, 2, 3]);
-    });
-
-    it('waiters in different instances are served in arrival order, one wake per release', async () => {
-      const holder = await leasehold();
-      const pods = await Promise.all([0, 1, 2, 3].map(() => leasehold()));
-      const held = await holder.acquire('fair', { ttl: 10_000 });
-      const order: number[] = [];
-      const keys = lockKeys(prefix, 'fair');
       const waiting: Promise<void>[] = [];
-      for (const [i, pod] of pods.entries()) {
+      for (const [i, locks] of queuers.entries()) {
         waiting.push(
-          pod.acquire('fair', { wait: 10_000 }).then(async (lock) => {
+          locks.acquire(name, { wait: 10_000 }).then(async (lock) => {
             order.push(i);
             await sleep(5);
             await lock.release();
@@ -262,7 +244,17 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       }
       await held.release();
       await Promise.all(waiting);
-      expect(order).toEqual([0, 1, 2, 3]);
+      return order;
+    }
+
+    it('waiters in one instance are served in arrival order', async () => {
+      const a = await leasehold();
+      expect(await servedOrder('fifo', [a, a, a, a])).toEqual([0, 1, 2, 3]);
+    });
+
+    it('waiters in different instances are served in arrival order, one wake per release', async () => {
+      const pods = await Promise.all([0, 1, 2, 3].map(() => leasehold()));
+      expect(await servedOrder('fair', pods)).toEqual([0, 1, 2, 3]);
     });
 
     it('a releaser that asks again at once queues behind the waiter its release woke', async () => {

@@ -75,6 +75,16 @@ interface Lease {
   expiresAt: number;
 }
 
+/** The entry at `key` unless its time is up; an expired one is dropped, as Redis drops a key with PX. */
+function unexpired(map: Map<string, Lease>, key: string): Lease | undefined {
+  const lease = map.get(key);
+  if (lease && lease.expiresAt <= now()) {
+    map.delete(key);
+    return undefined;
+  }
+  return lease;
+}
+
 /**
  * An in-process store with the same semantics as the Redis scripts: atomic acquire with a lease
  * and a fencing counter that never resets, owner-checked release and extend, and a release
@@ -96,21 +106,11 @@ export class MemoryStore implements Store {
   readonly #runs = new Map<string, StoredRun[]>();
 
   #live(key: string): Lease | undefined {
-    const lease = this.#leases.get(key);
-    if (lease && lease.expiresAt <= now()) {
-      this.#leases.delete(key);
-      return undefined;
-    }
-    return lease;
+    return unexpired(this.#leases, key);
   }
 
   #reservation(key: string): Lease | undefined {
-    const r = this.#reservations.get(key);
-    if (r && r.expiresAt <= now()) {
-      this.#reservations.delete(key);
-      return undefined;
-    }
-    return r;
+    return unexpired(this.#reservations, key);
   }
 
   async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue?: QueueMode): Promise<AcquireReply> {
