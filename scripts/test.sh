@@ -18,6 +18,31 @@ fi
 # The Debian package may start a server on 6379; the tests never use it, they start their own.
 redis-server --version
 
+# PostgreSQL and etcd, for the backends tested against them. The harness runs the server binaries
+# itself (test/harness/postgres.ts looks in /usr/lib/postgresql/<version>/bin, or $LEASEHOLD_PG_BIN).
+pg_bin=${LEASEHOLD_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+missing=()
+if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/postgres" ] || [ ! -x "$pg_bin/initdb" ]; then missing+=(postgresql); fi
+if ! command -v etcd >/dev/null; then missing+=(etcd-server); fi
+if ! command -v etcdctl >/dev/null; then missing+=(etcd-client); fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing ${missing[*]} (Debian packages)"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "${missing[*]} missing and this is not root: run 'apt-get install -y postgresql etcd-server etcd-client' first" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+  pg_bin=${LEASEHOLD_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+fi
+# The postgresql package creates a cluster of its own and may start it on 5432 (etcd-server, a
+# member on 2379). The tests never use them: the harness starts its own servers, each with its own
+# data directory, socket directory and random loopback port. As root, it runs PostgreSQL as the
+# system user leasehold-pg, which it creates when missing.
+"$pg_bin/postgres" --version
+etcd --version | head -n 1
+
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 fi

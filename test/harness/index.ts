@@ -1,5 +1,24 @@
 export { type RedisCluster, type StartClusterOptions, startCluster } from './cluster.js';
+export {
+  type EtcdCluster,
+  type EtcdctlResult,
+  type EtcdMember,
+  type EtcdRestartOptions,
+  type EtcdServer,
+  type EtcdStatus,
+  runEtcdctl,
+  type StartEtcdClusterOptions,
+  type StartEtcdOptions,
+  startEtcd,
+  startEtcdCluster,
+} from './etcd.js';
 export { freeClusterPort, freePort } from './ports.js';
+export {
+  type PostgresRestartOptions,
+  type PostgresServer,
+  type StartPostgresOptions,
+  startPostgres,
+} from './postgres.js';
 export { type ProxyTarget, startProxy, type TcpProxy } from './proxy.js';
 export {
   type CliResult,
