@@ -1,13 +1,12 @@
 import { defineConfig } from 'tsup';
 
-// The test suite builds only the JavaScript its child processes load; types are checked by tsc.
-const dts = process.env.LEASEHOLD_BUILD_JS_ONLY !== '1';
-
+// Every build is the whole package: JavaScript for ESM and CJS, their declaration files and the
+// CLI. `npm test`, `npm pack` (prepack) and `npm publish` all leave the same dist/ behind.
 export default defineConfig([
   {
     entry: { index: 'src/index.ts' },
     format: ['esm', 'cjs'],
-    dts,
+    dts: true,
     clean: true,
     target: 'node20',
     loader: { '.lua': 'text' },

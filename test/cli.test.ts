@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { colourWanted } from '../src/cli/style.js';
 import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
 import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from './harness/index.js';
 
@@ -336,5 +338,124 @@ describe('operator methods on the MemoryStore', () => {
     expect(await names('a:')).toEqual([]);
     expect(await collect(store.scanLocks('q', '*', 10))).toEqual(['a:9']);
     await store.close();
+  });
+});
+
+describe('CLI conventions: --version, usage on wrong use, colour', () => {
+  /** The built CLI with `env` in place of the colour variables of this environment. */
+  function cliWith(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
+    const base = { ...process.env };
+    delete base.FORCE_COLOR;
+    delete base.NO_COLOR;
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [CLI, ...args], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...base, ...env },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (text: string) => {
+        stdout += text;
+      });
+      child.stderr.setEncoding('utf8').on('data', (text: string) => {
+        stderr += text;
+      });
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`leasehold ${args.join(' ')} did not exit within 10 s`));
+      }, 10_000);
+      child.once('error', reject);
+      child.once('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
+    });
+  }
+
+  /** The first line the demo prints (its bold title), then the demo is stopped. */
+  async function demoTitle(env: Record<string, string>): Promise<string> {
+    const base = { ...process.env };
+    delete base.FORCE_COLOR;
+    delete base.NO_COLOR;
+    const child = spawn(process.execPath, [CLI, 'demo', '--ticks', '6'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: { ...base, ...env },
+    });
+    const exited = new Promise((resolve) => child.once('close', resolve));
+    try {
+      const lines = createInterface({ input: child.stdout });
+      return await new Promise<string>((resolve, reject) => {
+        lines.once('line', resolve);
+        child.once('error', reject);
+        setTimeout(() => reject(new Error('the demo printed nothing within 10 s')), 10_000).unref();
+      });
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  }
+
+  const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
+    .version;
+
+  it.concurrent('--version and -V print the version in package.json on stdout and exit 0', async () => {
+    const [long, short] = await Promise.all([cliWith(['--version']), cliWith(['-V'])]);
+    for (const result of [long, short]) {
+      expect(result).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    }
+  });
+
+  it.concurrent('a bare leasehold prints the usage on stderr and exits 2; asked for, on stdout with 0', async () => {
+    const [bare, long, short, word] = await Promise.all([
+      cliWith([]),
+      cliWith(['--help']),
+      cliWith(['-h']),
+      cliWith(['help']),
+    ]);
+    expect(bare.code).toBe(2);
+    expect(bare.stdout).toBe('');
+    expect(bare.stderr).toMatch(/^usage: leasehold <command> \[options\]/);
+    for (const asked of [long, short, word]) {
+      expect(asked).toEqual({ code: 0, stdout: bare.stderr, stderr: '' });
+    }
+    expect(long.stdout).toContain('-V, --version');
+    expect(long.stdout).toContain('-h, --help');
+  });
+
+  it('colourWanted: FORCE_COLOR forces colour on (0 and false off), NO_COLOR turns it off, FORCE_COLOR wins', () => {
+    const cases: [Record<string, string>, boolean, boolean][] = [
+      [{}, true, true],
+      [{}, false, false],
+      [{ TERM: 'dumb' }, true, false],
+      [{ NO_COLOR: '1' }, true, false],
+      [{ NO_COLOR: '' }, true, true],
+      [{ FORCE_COLOR: '1' }, false, true],
+      [{ FORCE_COLOR: 'yes' }, false, true],
+      [{ FORCE_COLOR: '3', TERM: 'dumb' }, false, true],
+      [{ FORCE_COLOR: '' }, false, false],
+      [{ FORCE_COLOR: '' }, true, true],
+      [{ FORCE_COLOR: '0' }, true, false],
+      [{ FORCE_COLOR: 'false' }, true, false],
+      [{ FORCE_COLOR: '1', NO_COLOR: '1' }, false, true],
+      [{ FORCE_COLOR: '0', NO_COLOR: '' }, true, false],
+    ];
+    for (const [env, isTTY, wanted] of cases) {
+      expect({ env, isTTY, wanted: colourWanted(env, isTTY) }).toEqual({ env, isTTY, wanted });
+    }
+  });
+
+  it.concurrent('the CLI colours a pipe under FORCE_COLOR, and not under NO_COLOR or FORCE_COLOR=0', async () => {
+    const bold = '\u001b[1mleasehold demo: ';
+    const plain = 'leasehold demo: ';
+    const [none, forced, noColor, both, forcedOff] = await Promise.all([
+      demoTitle({}),
+      demoTitle({ FORCE_COLOR: '1' }),
+      demoTitle({ NO_COLOR: '1' }),
+      demoTitle({ FORCE_COLOR: '1', NO_COLOR: '1' }),
+      demoTitle({ FORCE_COLOR: '0' }),
+    ]);
+    const starts = (line: string) => (line.startsWith(bold) ? 'bold' : line.startsWith(plain) ? 'plain' : line);
+    expect([none, forced, noColor, both, forcedOff].map(starts)).toEqual(['plain', 'bold', 'plain', 'bold', 'plain']);
+    for (const line of [none, noColor, forcedOff]) expect(line).not.toContain('\u001b[');
   });
 });

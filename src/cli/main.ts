@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LockError } from '../core/errors.js';
 import { commandUsage, type OperatorCommand, parse, UsageError } from './command.js';
@@ -30,8 +33,35 @@ other commands:
 ${DEMO_USAGE}  help [command]
       This text, or a command's.
 
+options:
+  -h, --help      this text, on stdout (a bare \`leasehold\` prints it on stderr and exits 2)
+  -V, --version   print leasehold's version (from its package.json) and exit
+
 Run \`leasehold <command> --help\` for a command's options.
 `;
+
+/**
+ * The version in leasehold's own package.json, read when asked: the nearest package.json named
+ * leasehold above this file (dist/cli.js in the package, src/cli/main.ts in a checkout).
+ */
+function packageVersion(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    let text: string | undefined;
+    try {
+      text = readFileSync(join(dir, 'package.json'), 'utf8');
+    } catch {
+      // No package.json here: look further up.
+    }
+    if (text !== undefined) {
+      const pkg = JSON.parse(text) as { name?: unknown; version?: unknown };
+      if (pkg.name === 'leasehold' && typeof pkg.version === 'string') return pkg.version;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error("cannot find leasehold's package.json");
+    dir = parent;
+  }
+}
 
 function ticksOption(value: string | undefined): number {
   if (value === undefined) return 12;
@@ -98,11 +128,16 @@ function help(topic: string | undefined): number {
 async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined) {
-    process.stdout.write(USAGE);
+    // Wrong use, like any other: the usage goes to stderr, stdout stays empty.
+    process.stderr.write(USAGE);
     return 2;
   }
   if (command === 'help') return help(rest[0]);
   if (command === '--help' || command === '-h') return help(undefined);
+  if (command === '--version' || command === '-V') {
+    process.stdout.write(`${packageVersion()}\n`);
+    return 0;
+  }
   if (command === 'demo') return runDemo(rest);
   if (command === 'demo-pod') return runDemoPod(rest);
   const operator = OPERATOR.find((c) => c.name === command);

@@ -1,5 +1,26 @@
-/** Colours only on a terminal that wants them; plain text in pipes, files and CI logs. */
-const enabled = process.stdout.isTTY === true && process.env.NO_COLOR === undefined && process.env.TERM !== 'dumb';
+/**
+ * Whether the CLI colours its output. The environment decides first, then the terminal:
+ *
+ * - `FORCE_COLOR` set and not empty forces colour on, even in a pipe, a file or a CI log
+ *   (https://force-color.org), except `FORCE_COLOR=0` and `FORCE_COLOR=false`, which turn it off,
+ *   as they do for Node itself and for chalk.
+ * - `NO_COLOR` set and not empty turns colour off (https://no-color.org). Both conventions say an
+ *   empty value counts as unset.
+ * - Both set: `FORCE_COLOR` wins. `NO_COLOR` is a standing preference, typically exported once in a
+ *   shell profile, while `FORCE_COLOR` is the more specific request, usually made for one command;
+ *   no-color.org itself says per-invocation settings should override `NO_COLOR`, and Node resolves
+ *   the same pair the same way (its own colours ignore `NO_COLOR` when `FORCE_COLOR` is set).
+ * - Otherwise colours only on a terminal that can show them: stdout is a TTY and `TERM` is not
+ *   `dumb`.
+ */
+export function colourWanted(env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+  const force = env.FORCE_COLOR;
+  if (force !== undefined && force !== '') return force !== '0' && force !== 'false';
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
+  return isTTY && env.TERM !== 'dumb';
+}
+
+const enabled = colourWanted(process.env, process.stdout.isTTY === true);
 
 function paint(code: string): (text: string) => string {
   return (text) => (enabled ? `\u001b[${code}m${text}\u001b[0m` : text);
