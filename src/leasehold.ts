@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
 import { now } from './core/clock.js';
-import { DEFAULTS, type WhenUnavailable } from './core/defaults.js';
+import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
 import type { LockEngine } from './core/engine.js';
 import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
@@ -16,13 +17,14 @@ import type { NodeCronCoordinator } from './schedule/node-cron.js';
 import type { NodeCronCoordinatorOptions, RunOnceOptions, ScheduleOptions } from './schedule/options.js';
 import { Scheduler } from './schedule/scheduler.js';
 import type { JobEvents, JobTask, RunOnceResult } from './schedule/types.js';
+import { EvictionCheck } from './store/eviction-check.js';
 import { type Backend, resolveStore } from './store/resolve.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
 export interface LeaseholdOptions {
   /** Prefix of every key and channel. Default `'leasehold'`. */
   prefix?: string;
-  /** Default lease length in ms for this instance. Default 30_000. */
+  /** Default lease length in ms for this instance, at least 4 (see `driftFactor`). Default 30_000. */
   ttl?: number;
   /** Default ms `acquire` waits for a held lock. Default 10_000. */
   wait?: number;
@@ -32,6 +34,20 @@ export interface LeaseholdOptions {
   commandTimeout?: number;
   /** Fraction of the ttl subtracted from the client's view of validity for clock drift. Default 0.01. */
   driftFactor?: number;
+  /** This instance's label, recorded next to every lease it takes (`inspect` shows it). Default `` `${os.hostname()}:${process.pid}` ``. */
+  instance?: string;
+  /**
+   * ms a lock's fencing counter is kept after its last grant. Tokens never fall below the server's
+   * clock in µs, so an expired (or lost) counter cannot repeat a token. Default 604_800_000 (7 days).
+   */
+  fenceRetention?: number;
+  /**
+   * When the server's eviction policy can drop lock keys (anything but `maxmemory-policy
+   * noeviction`): `'warn'` emits one process warning (code `LEASEHOLD_EVICTION_POLICY`), `'refuse'`
+   * rejects acquisitions with a LockError of code `UNSAFE_CONFIG`, `'ignore'` skips the check.
+   * Checked once, on first use. Default `'warn'`.
+   */
+  unsafeConfig?: UnsafeConfig;
   /** Redlock: how many nodes must agree. Default ⌊N/2⌋+1. */
   quorum?: number;
   /**
@@ -42,7 +58,7 @@ export interface LeaseholdOptions {
 }
 
 export interface AcquireOptions {
-  /** Lease length in ms. Default 30_000 (or the instance's `ttl`). */
+  /** Lease length in ms: at least 4, the least that leaves validity after the drift margin. Default 30_000 (or the instance's `ttl`). */
   ttl?: number;
   /** ms to wait while another owner holds the lock; 0 tries once. Default 10_000 (or the instance's `wait`). */
   wait?: number;
@@ -97,6 +113,10 @@ export interface LeaseholdEvents {
   jobLost: JobEvents['jobLost'];
 }
 
+function defaultInstance(): string {
+  return `${hostname()}:${process.pid}`;
+}
+
 const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -121,22 +141,38 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #autoExtend: boolean;
   readonly #context: LockContext;
   #closed = false;
-  readonly #common: { prefix: string; commandTimeout: number; driftFactor: number; driftConstant: number };
+  readonly #common: {
+    prefix: string;
+    commandTimeout: number;
+    driftFactor: number;
+    driftConstant: number;
+    instance: string;
+    fenceRetention: number;
+  };
+  /** Aborted by close(): every parked acquisition rejects with CLOSED at once. */
+  readonly #closing = new AbortController();
+  /** Acquisitions in progress: close() resolves only once each has left the backend's queue. */
+  #active = 0;
+  #drained: (() => void) | undefined;
   #scheduler: Scheduler | undefined;
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
     super();
     const o = validate.options(options, 'Leasehold options');
-    this.#ttl = validate.optionalDuration(o.ttl, 'ttl', 1, DEFAULTS.ttl);
+    const driftFactor = validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor);
+    this.#ttl = validate.optionalTtl(o.ttl, 'ttl', driftFactor, DEFAULTS.ttl);
     this.#wait = validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait);
     this.#autoExtend = validate.optionalBoolean(o.autoExtend, 'autoExtend', DEFAULTS.autoExtend);
     const onBackendError = (error: unknown) => this.#emit('backendError', { error });
     const common = {
       prefix: validate.prefix(o.prefix),
       commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
-      driftFactor: validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor),
+      driftFactor,
       driftConstant: DEFAULTS.driftConstant,
+      instance: validate.instance(o.instance, defaultInstance()),
+      fenceRetention: validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention),
     };
+    const unsafeConfig = validate.unsafeConfig(o.unsafeConfig);
     this.#common = common;
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
@@ -147,14 +183,21 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         quorum: validate.quorum(o.quorum, stores.length),
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
         onBackendError,
+        eviction: new EvictionCheck(
+          stores.map((n) => n.store),
+          unsafeConfig,
+          onBackendError,
+        ),
       });
     } else {
       const { store, owned } = resolveStore(backend, onBackendError);
-      this.#engine = new MutexEngine(store, owned, common);
+      const eviction = new EvictionCheck([store], unsafeConfig, onBackendError);
+      this.#engine = new MutexEngine(store, owned, { ...common, eviction });
     }
-    this.#waits = new WaitQueues(onBackendError);
+    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: onBackendError });
     this.#context = {
       keeper: this.#keeper,
+      driftFactor,
       extend: (name, owner, ttl) => this.#engine.extend(name, owner, ttl),
       release: async (lock) => {
         const released = await this.#engine.release(lock.name, lock.owner);
@@ -189,7 +232,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     if (this.#closed) throw closedError();
     const o = validate.options(options, what);
     return {
-      ttl: validate.optionalDuration(o.ttl, 'ttl', 1, this.#ttl),
+      ttl: validate.optionalTtl(o.ttl, 'ttl', this.#common.driftFactor, this.#ttl),
       wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, this.#wait) : 0,
       autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', this.#autoExtend),
       signal: validate.optionalSignal(o.signal),
@@ -221,6 +264,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   async #acquire(name: string, o: Resolved): Promise<Lock> {
     const { signal } = o;
     if (signal?.aborted) throw signal.reason;
+    const closing = this.#closing.signal;
     const owner = newOwnerToken();
     const started = now();
     const deadline = started + o.wait;
@@ -233,23 +277,30 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     let waiter = queue && this.#waits.listening(name) ? this.#waits.join(name, owner, subscribe) : undefined;
     let tries = 0;
     let acquired = false;
+    /** Refused while queueing: the backend holds a queue entry for us until we leave. */
+    let queued = false;
+    this.#active += 1;
     try {
+      const firstSentAt = now();
       const first = await this.#try(name, owner, o, started, tries++, queue);
       if (first.lock) {
         acquired = true;
         return first.lock;
       }
       if (!queue) throw new LockTimeoutError(name, 0);
+      queued = true;
       let holdOffUntil = Math.min(now() + first.holdOff, deadline);
-      // A fresh subscription may have missed a release since the first attempt: try again at once.
-      let tryNow = waiter === undefined;
       waiter ??= this.#waits.join(name, owner, subscribe);
       await waiter.ready();
+      // Unless the subscription was live before the first attempt was sent, a release since may
+      // have gone unheard: try again at once.
+      const liveSince = waiter.liveSince;
+      let tryNow = liveSince === undefined || liveSince > firstSentAt;
       let retryIn = first.retryIn;
       for (;;) {
         if (tryNow) {
           // After a split vote no retry comes before the hold-off ends, even if a release is announced.
-          while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal);
+          while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal, closing);
           if (signal?.aborted) throw signal.reason;
           waiter.trying();
           const next = await this.#try(name, owner, o, started, tries++, queue);
@@ -264,14 +315,17 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         const remaining = deadline - now();
         if (remaining <= 0) throw new LockTimeoutError(name, Math.round(now() - started));
         const hint = retryIn >= 0 ? retryIn + DEFAULTS.expiryMargin : remaining;
-        await waiter.park(Math.min(hint, remaining), signal);
+        await waiter.park(Math.min(hint, remaining), signal, closing);
       }
     } finally {
       waiter?.leave();
-      // Gave up (timed out, aborted, failed): leave the backend's queue, passing on a reservation.
-      if (queue && !acquired && tries > 0 && this.#engine.leave) {
-        this.#engine.leave(name, owner).catch((error: unknown) => this.#emit('backendError', { error }));
+      // Gave up (timed out, aborted, failed, closed): leave the backend's queue, passing on a
+      // reservation, before the caller hears why, so a release right after cannot pick us.
+      if (queued && !acquired && this.#engine.leave) {
+        await this.#engine.leave(name, owner).catch((error: unknown) => this.#emit('backendError', { error }));
       }
+      this.#active -= 1;
+      if (this.#active === 0) this.#drained?.();
     }
   }
 
@@ -432,8 +486,11 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   #schedulerFor(): Scheduler {
     if (this.#closed) throw closedError();
+    const mutex = this.#engine instanceof MutexEngine ? this.#engine : undefined;
     this.#scheduler ??= new Scheduler({
-      store: this.#engine instanceof MutexEngine ? this.#engine.store : undefined,
+      store: mutex?.store,
+      handOn: mutex?.handOn ?? { reservation: DEFAULTS.reservation, announce: false, markerTtl: 0 },
+      gate: () => mutex?.gate(),
       ...this.#common,
       context: this.#context,
       adopt: (lock) => {
@@ -462,13 +519,21 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   }
 
   /**
-   * Stop every watchdog timer (held locks' signals abort with reason 'closed'; their leases end by
-   * ttl) and close the subscriber connection this instance opened. Never closes the caller's client.
+   * Reject every acquisition still waiting with LockError `CLOSED` and wait until each has left the
+   * backend's queue; stop every watchdog timer (held locks' signals abort with reason 'closed';
+   * their leases end by ttl); close the subscriber connection this instance opened. Never closes
+   * the caller's client, so `await locks.close(); await client.quit()` leaves nothing behind.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort(closedError());
     this.#scheduler?.close();
+    if (this.#active > 0) {
+      await new Promise<void>((resolve) => {
+        this.#drained = resolve;
+      });
+    }
     this.#keeper.stopAll();
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();

@@ -158,7 +158,7 @@ describe('leasehold CLI against a real Redis', () => {
     const all = await run(prefix, 'list');
     expect(all.code).toBe(0);
     expect(all.stdout.split('\n')[0]).toMatch(/^NAME +TTL +FENCE +HOLDER$/);
-    expect(all.stdout).toMatch(/^b:1 +\d+ ms +1 +/m);
+    expect(all.stdout).toMatch(new RegExp(`^b:1 +\\d+ ms +${held[2]?.fencingToken} +`, 'm'));
     expect(all.stdout).toContain("3 locks held under prefix '");
     expect(all.stdout).not.toMatch(/a:gone|a:job|fence|waiters|tick|runs/);
 
@@ -183,7 +183,7 @@ describe('leasehold CLI against a real Redis', () => {
     expect(refused.stderr).toContain('--force');
     expect(refused.stderr).toMatch(/mutual exclusion/);
     expect(refused.stderr).toMatch(/fencing tokens/);
-    expect(await client.get(keys.lock)).toBe(stuck.owner);
+    expect(await client.get(keys.lock)).toMatch(new RegExp(`^${stuck.owner} ${stuck.fencingToken} `));
 
     const fenceBefore = Number(await client.get(keys.fence));
     expect(fenceBefore).toBe(stuck.fencingToken);
@@ -192,10 +192,10 @@ describe('leasehold CLI against a real Redis', () => {
     expect(forced.stdout).toContain(`was held by ${stuck.owner.slice(0, 8)}…, fencing token ${stuck.fencingToken}`);
     expect(forced.stdout).toContain('handed to waiter');
 
-    // The waiter's acquire resolves, with the next token: the counter was neither reset nor skipped.
+    // The waiter's acquire resolves, with a later token: the forced release left the counter alone.
     const taken = await next;
-    expect(taken.fencingToken).toBe(fenceBefore + 1);
-    expect(Number(await client.get(keys.fence))).toBe(fenceBefore + 1);
+    expect(taken.fencingToken).toBeGreaterThan(fenceBefore);
+    expect(Number(await client.get(keys.fence))).toBe(taken.fencingToken);
     // The old holder finds out at its next extension.
     await expect(stuck.extend()).rejects.toBeInstanceOf(LockLostError);
 
@@ -203,7 +203,7 @@ describe('leasehold CLI against a real Redis', () => {
     const notHeld = await run(prefix, 'release', 'settle', '--force');
     expect(notHeld.code).toBe(1);
     expect(notHeld.stderr).toContain('is not held');
-    expect(Number(await client.get(keys.fence))).toBe(fenceBefore + 1);
+    expect(Number(await client.get(keys.fence))).toBe(taken.fencingToken);
   });
 
   it.concurrent('history prints the runs of a job', async () => {
@@ -226,9 +226,9 @@ describe('leasehold CLI against a real Redis', () => {
     expect(lines[0]).toMatch(/^TICK +INSTANCE +FENCE +STARTED +DURATION +OUTCOME$/);
     expect(lines).toHaveLength(3);
     expect(lines[1]).toMatch(
-      /^- +pod-b +2 +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +\d+ ms +failed: Error: ledger closed$/,
+      /^- +pod-b +\d{16} +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} +\d+ ms +failed: Error: ledger closed$/,
     );
-    expect(lines[2]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.000 +pod-a +1 +.+ ms +ok$/);
+    expect(lines[2]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.000 +pod-a +\d{16} +.+ ms +ok$/);
 
     const newest = await run(prefix, 'history', 'nightly', '--limit', '1', '--json');
     const runs = JSON.parse(newest.stdout) as { instance: string; outcome: string }[];
@@ -238,22 +238,37 @@ describe('leasehold CLI against a real Redis', () => {
     expect(empty).toMatchObject({ code: 0, stdout: expect.stringContaining('no runs recorded') });
   });
 
-  it.concurrent('watch prints a line for each release, with a timestamp', async () => {
+  it.concurrent('watch prints each acquisition, release and expiry, with a timestamp', async () => {
     const prefix = randomPrefix();
     const locks = instance(prefix);
-    const child = spawn(process.execPath, [CLI, 'watch', 'feed', '--redis', server.url, '--prefix', prefix], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [CLI, 'watch', 'feed', '--redis', server.url, '--prefix', prefix, '--interval', '20'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
     try {
-      // stderr says when the subscription is live; stdout carries only the events.
+      // stderr says when the watch is live; stdout carries only the events.
       const ready = createInterface({ input: child.stderr });
       await new Promise<void>((resolve) => ready.once('line', () => resolve()));
+      const seen: string[] = [];
       const lines = createInterface({ input: child.stdout });
-      const firstLine = new Promise<string>((resolve) => lines.once('line', resolve));
-      await (await locks.acquire('feed')).release();
-      const line = await firstLine;
-      expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} {2}feed {2}released, no waiter queued$/);
+      lines.on('line', (l) => seen.push(l));
+      const held = await locks.acquire('feed', { ttl: 10_000 });
+      await waitFor(() => seen.length === 1, { message: 'the acquisition was seen' });
+      await held.release();
+      await waitFor(() => seen.length === 2, { message: 'the release was seen' });
+      await locks.acquire('feed', { ttl: 300, autoExtend: false });
+      await waitFor(() => seen.length === 4, { message: 'the second acquisition and its expiry were seen' });
+      const time = '\\d\\d:\\d\\d:\\d\\d\\.\\d{3}';
+      expect(seen[0]).toMatch(
+        new RegExp(
+          `^${time} {2}feed {2}acquired by ${held.owner.slice(0, 8)}… \\(.+:\\d+\\), fencing token ${held.fencingToken}, \\d+ ms left$`,
+        ),
+      );
+      expect(seen[1]).toMatch(new RegExp(`^${time} {2}feed {2}released, no waiter queued$`));
+      expect(seen[2]).toMatch(/acquired by/);
+      expect(seen[3]).toMatch(/feed {2}expired: the lease of .+ ran out without a release$/);
     } finally {
       child.kill('SIGTERM');
     }
@@ -281,31 +296,62 @@ describe('leasehold CLI against a real Redis', () => {
 });
 
 describe('operator methods on the MemoryStore', () => {
+  const handOn = { reservation: DEFAULTS.reservation, announce: false, markerTtl: 1_000 };
+  const take = (owner: string, queue?: 'join' | 'member', ttl = 30_000) => ({
+    owner,
+    ttl,
+    minFence: 0,
+    queue,
+    instance: 'test',
+    fenceRetention: 60_000,
+    waiterLease: DEFAULTS.waiterLease,
+  });
+  const claimOf = (tick: number) => ({
+    owner: 'o',
+    ttl: 30_000,
+    tick,
+    instance: 'i',
+    historyLimit: 5,
+    fenceRetention: 60_000,
+    clockTolerance: DEFAULTS.clockTolerance,
+  });
+
   it('forceRelease deletes whoever holds it, hands it to the first waiter, and keeps the fence', async () => {
     const store = new MemoryStore();
     const keys = lockKeys('p', 'job');
-    expect(await store.forceRelease(keys)).toEqual({ result: 'not-held' });
-    expect(await store.acquire(keys, 'holder', 30_000)).toEqual({ acquired: true, fence: 1 });
-    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, 'join')).toMatchObject({ acquired: false });
-    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, 'join')).toMatchObject({ acquired: false });
+    expect(await store.forceRelease(keys, handOn)).toEqual({ result: 'not-held' });
+    const first = await store.acquire(keys, take('holder'));
+    if (!first.acquired) throw new Error('not acquired');
+    expect(await store.acquire(keys, take('waiter-1', 'join'))).toMatchObject({ acquired: false });
+    expect(await store.acquire(keys, take('waiter-2', 'join'))).toMatchObject({ acquired: false });
     expect(await store.queued(keys, 1)).toEqual({ count: 2, first: ['waiter-1'], reserved: null });
 
     const messages: string[] = [];
     const unsubscribe = await store.subscribe(keys.channel, (m) => messages.push(m));
-    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'holder', woken: 'waiter-1' });
+    expect(await store.forceRelease(keys, handOn)).toMatchObject({
+      result: 'released',
+      owner: 'holder',
+      holder: { token: first.fence, instance: 'test' },
+      woken: 'waiter-1',
+    });
     await waitFor(() => messages.length === 1);
-    expect(messages).toEqual(['waiter-1']);
+    // The waiter woken, then the one next in line.
+    expect(messages).toEqual(['waiter-1 waiter-2']);
     const queue = await store.queued(keys, 5);
     expect(queue).toMatchObject({ count: 1, first: ['waiter-2'], reserved: { owner: 'waiter-1' } });
     expect(queue.reserved?.pttl).toBeLessThanOrEqual(DEFAULTS.reservation);
-    expect(await store.inspect(keys)).toEqual({ owner: null, pttl: -2, fence: 1 });
+    expect(await store.inspect(keys)).toEqual({ owner: null, pttl: -2, fence: first.fence, holder: null });
 
     // The reservation keeps others out; the woken waiter gets the next token.
-    expect(await store.acquire(keys, 'barger', 30_000)).toMatchObject({ acquired: false });
-    expect(await store.acquire(keys, 'waiter-1', 30_000, 0, 'join')).toEqual({ acquired: true, fence: 2 });
-    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-1', woken: 'waiter-2' });
-    expect(await store.acquire(keys, 'waiter-2', 30_000, 0, 'join')).toEqual({ acquired: true, fence: 3 });
-    expect(await store.forceRelease(keys)).toEqual({ result: 'released', owner: 'waiter-2', woken: null });
+    expect(await store.acquire(keys, take('barger'))).toMatchObject({ acquired: false });
+    const second = await store.acquire(keys, take('waiter-1', 'join'));
+    if (!second.acquired) throw new Error('not acquired');
+    expect(second.fence).toBeGreaterThan(first.fence);
+    expect(await store.forceRelease(keys, handOn)).toMatchObject({ owner: 'waiter-1', woken: 'waiter-2' });
+    const third = await store.acquire(keys, take('waiter-2', 'join'));
+    if (!third.acquired) throw new Error('not acquired');
+    expect(third.fence).toBeGreaterThan(second.fence);
+    expect(await store.forceRelease(keys, handOn)).toMatchObject({ owner: 'waiter-2', woken: null });
     expect(await store.queued(keys, 5)).toEqual({ count: 0, first: [], reserved: null });
     unsubscribe();
     await store.close();
@@ -314,15 +360,15 @@ describe('operator methods on the MemoryStore', () => {
   it('scanLocks lists held locks of one prefix matching a glob, and nothing else', async () => {
     const store = new MemoryStore();
     for (const name of ['a:1', 'a:2', 'ab', 'b:1', 'x*y', '[lit]']) {
-      await store.acquire(lockKeys('p', name), 'o', 30_000);
+      await store.acquire(lockKeys('p', name), take('o'));
     }
-    await store.acquire(lockKeys('q', 'a:9'), 'o', 30_000);
-    await store.acquire(lockKeys('p', 'a:short'), 'o', 1);
+    await store.acquire(lockKeys('q', 'a:9'), take('o'));
+    await store.acquire(lockKeys('p', 'a:short'), take('o', undefined, 1));
     const gone = lockKeys('p', 'a:gone');
-    await store.acquire(gone, 'o', 30_000);
-    await store.release(gone, 'o');
+    await store.acquire(gone, take('o'));
+    await store.release(gone, 'o', handOn);
     const job = jobKeys('p', 'a:job');
-    const claim = await store.claimTick(job, { owner: 'o', ttl: 30_000, tick: 1, instance: 'i', historyLimit: 5 });
+    const claim = await store.claimTick(job, claimOf(1));
     expect(claim.claimed).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 5));
 

@@ -33,7 +33,8 @@ describe('fencing tokens at scale', () => {
     expect(seen).toHaveLength(2_000);
     // Critical sections never overlap, so their order is the order the tokens were used in.
     for (let i = 1; i < seen.length; i++) expect(seen[i]).toBeGreaterThan(seen[i - 1]!);
-    expect(seen.at(-1)).toBe(2_000);
+    // Hybrid tokens: never below the server's clock in µs at the grant.
+    expect(seen[0]).toBeGreaterThan((Date.now() - 600_000) * 1000);
     await Promise.all(pods.map((p) => p.close()));
     for (const c of clients) c.disconnect();
   });

@@ -82,9 +82,9 @@ function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'rai
 /** A store that counts its raiseFence calls in `counter`: which acquisitions wrote their token back. */
 function counted(store: Store, counter: { raiseFence: number }): Store {
   return intercept(store, {
-    raiseFence: (keys, fence) => {
+    raiseFence: (keys, fence, retention) => {
       counter.raiseFence += 1;
-      return store.raiseFence(keys, fence);
+      return store.raiseFence(keys, fence, retention);
     },
   });
 }
@@ -94,8 +94,10 @@ function lockKey(prefix: string, name: string): string {
 }
 
 /** Owner token on each listed node (null when free), read over the admin connections. */
-function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
-  return Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
+/** The owner token each node holds the lock for (the first field of the lock's value), or null. */
+async function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
+  const values = await Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
+  return values.map((v) => (v === null ? null : (v.split(' ')[0] ?? null)));
 }
 
 function outcomes(error: unknown): NodeOutcome['outcome'][] {
@@ -292,7 +294,8 @@ describe('Redlock: latency', () => {
     // Counters that all differ: whichever nodes grant, one of them issues the maximum, which must be
     // written back, a second round trip.
     const fence = lockKeys(prefix, 'slow').fence;
-    await Promise.all(admin.map((c, i) => c.set(fence, 10 * (N - i))));
+    const base = (Date.now() + 3_600_000) * 1000;
+    await Promise.all(admin.map((c, i) => c.set(fence, base + 10 * (N - i))));
     const started = now();
     const error = await locks.acquire('slow', { ttl: 10_000, wait: 5_000 }).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/no validity left/);
@@ -301,13 +304,13 @@ describe('Redlock: latency', () => {
     expect(await owners(prefix, 'slow')).toEqual([null, null, null, null, null]);
     // The acquisition did run on every node (each counter moved), and far less than the ttl has passed.
     const fences = await Promise.all(admin.map((c) => c.get(fence)));
-    expect(fences.map(Number)).toEqual(NODES.map((i) => expect.toSatisfy((f: number) => f > 10 * (N - i))));
+    expect(fences.map(Number)).toEqual(NODES.map((i) => expect.toSatisfy((f: number) => f > base + 10 * (N - i))));
     expect(now() - started).toBeLessThan(10_000);
 
     // Counters that agree (a fresh lock): a quorum issues the same maximum, no write-back is needed,
     // and one round trip fits in the same validity.
     const lock = await locks.acquire('agreed', { ttl: 10_000 });
-    expect(lock.fencingToken).toBe(1);
+    expect(lock.fencingToken).toBeGreaterThan(Date.now() * 1000);
     expect(lock.expiresIn()).toBeGreaterThan(0);
     expect(await lock.release()).toBe(true);
   });
@@ -401,8 +404,8 @@ describe('Redlock: contention', () => {
       const stores = connections.map((client, n) => {
         const store = resolveStore(client, noop).store;
         return intercept(store, {
-          acquire: async (keys, owner, ttl, minFence) => {
-            const reply = await store.acquire(keys, owner, ttl, minFence);
+          acquire: async (keys, request) => {
+            const reply = await store.acquire(keys, request);
             if (!firstReplies[c]?.has(n)) firstReplies[c]?.set(n, reply.acquired);
             return reply;
           },
@@ -439,6 +442,9 @@ describe('Redlock: fencing across changing quorums', () => {
   ): Promise<{ tokens: number[]; quorums: number; writeBacks: number[] }> {
     const prefix = randomPrefix();
     const gates = await proxied();
+    // One node's counter far ahead of every clock: the quorums that include it issue its token,
+    // and only the write-back carries that order to the quorums that do not.
+    await admin[0]?.set(lockKeys(prefix, 'fenced').fence, (Date.now() + 3_600_000) * 1000);
     const random = seeded(7);
     const tokens: number[] = [];
     const quorums = new Set<string>();
@@ -501,19 +507,22 @@ describe('Redlock: fencing across changing quorums', () => {
     const locks = redlock(prefix, { ttl: 2_000, autoExtend: false }, stores);
     const fence = lockKeys(prefix, 'paths').fence;
 
-    // Fresh counters agree: every node issues 1, so any granting quorum holds the maximum.
+    // Fresh counters agree: every node issues the token the client proposed (its clock, a little
+    // ahead), so any granting quorum holds the maximum.
     const first = await locks.acquire('paths');
-    expect(first.fencingToken).toBe(1);
+    expect(first.fencingToken).toBeGreaterThan(Date.now() * 1000);
     expect(counter.raiseFence).toBe(0);
     await first.release();
 
-    // Counters that all differ: only one granting node issues the maximum, which goes to all of them.
-    await Promise.all(admin.map((c, i) => c.set(fence, 10 * (N - i))));
+    // Counters that all differ, above any proposal: only one granting node issues the maximum,
+    // which goes to all of them.
+    const base = (Date.now() + 3_600_000) * 1000;
+    await Promise.all(admin.map((c, i) => c.set(fence, base + 10 * (N - i))));
     const second = await locks.acquire('paths');
     expect(counter.raiseFence).toBeGreaterThanOrEqual(3);
-    // Any 3 of the 5 include one of the nodes seeded with 30 or more. A grant that landed after the
-    // decision is not written to, and its node's counter may end above the token: that is allowed.
-    expect(second.fencingToken).toBeGreaterThan(30);
+    // Any 3 of the 5 include one of the nodes seeded with base + 30 or more. A grant that landed
+    // after the decision is not written to, and its node's counter may end above the token.
+    expect(second.fencingToken).toBeGreaterThan(base + 30);
     const counters = (await Promise.all(admin.map((c) => c.get(fence)))).map(Number);
     expect(counters.filter((f) => f >= second.fencingToken).length).toBeGreaterThanOrEqual(3);
     await second.release();
@@ -522,7 +531,7 @@ describe('Redlock: fencing across changing quorums', () => {
   it('negative control: without the write-back of the maximum, the same run sees a token repeat or go back', async () => {
     const { tokens } = await fencingRun((store) =>
       intercept(store, {
-        acquire: (keys, owner, ttl) => store.acquire(keys, owner, ttl),
+        acquire: (keys, request) => store.acquire(keys, { ...request, minFence: 0 }),
         raiseFence: async (_keys, fence) => fence,
       }),
     );
@@ -580,6 +589,8 @@ describe('Redlock: negative control', () => {
     commandTimeout: DEFAULTS.commandTimeout,
     driftFactor: DEFAULTS.driftFactor,
     driftConstant: DEFAULTS.driftConstant,
+    instance: 'test',
+    fenceRetention: DEFAULTS.fenceRetention,
     quorum: 3,
     nodeTimeout: 2_000,
   });

@@ -1,15 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobKeys, LockKeys } from '../store/keys.js';
+import type { MemoryStore } from '../store/memory/memory-store.js';
 import {
   type AcquireReply,
+  type AcquireRequest,
   type ClaimReply,
   type ClaimRequest,
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
+  type HandOn,
   type JobState,
   type LockState,
-  type QueueMode,
   type ReleaseReply,
   STORE,
   type Store,
@@ -23,10 +25,10 @@ import {
 export class LatentStore implements Store {
   readonly [STORE] = true;
   readonly kind = 'memory';
-  readonly #inner: Required<Store>;
+  readonly #inner: MemoryStore;
   readonly #maxDelay: number;
 
-  constructor(inner: Required<Store>, maxDelay: number) {
+  constructor(inner: MemoryStore, maxDelay: number) {
     this.#inner = inner;
     this.#maxDelay = maxDelay;
   }
@@ -36,23 +38,23 @@ export class LatentStore implements Store {
     return call();
   }
 
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: QueueMode): Promise<AcquireReply> {
-    return this.#later(() => this.#inner.acquire(keys, owner, ttl, minFence, queue));
+  acquire(keys: LockKeys, request: AcquireRequest): Promise<AcquireReply> {
+    return this.#later(() => this.#inner.acquire(keys, request));
   }
-  leave(keys: LockKeys, owner: string): Promise<void> {
-    return this.#later(() => this.#inner.leave(keys, owner));
+  leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
+    return this.#later(() => this.#inner.leave(keys, owner, handOn));
   }
-  release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
-    return this.#later(() => this.#inner.release(keys, owner));
+  release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+    return this.#later(() => this.#inner.release(keys, owner, handOn));
   }
   extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
     return this.#later(() => this.#inner.extend(keys, owner, ttl));
   }
-  raiseFence(keys: LockKeys, fence: number): Promise<number> {
-    return this.#later(() => this.#inner.raiseFence(keys, fence));
+  raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
+    return this.#later(() => this.#inner.raiseFence(keys, fence, retention));
   }
-  inspect(keys: LockKeys): Promise<LockState> {
-    return this.#later(() => this.#inner.inspect(keys));
+  inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
+    return this.#later(() => this.#inner.inspect(keys, formerOwner));
   }
   claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
     return this.#later(() => this.#inner.claimTick(keys, request));

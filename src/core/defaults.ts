@@ -37,6 +37,25 @@ export const DEFAULTS = Object.freeze({
   reservation: 250,
   /** Longest a waiter sleeps before trying again when no release wakes it (a woken waiter may have died). */
   maxPark: 2_000,
+  /**
+   * ms a queued waiter stays in the backend's queue without trying again. Live waiters try at
+   * least every `maxPark`; one that stops (killed, its leave lost) is dropped after this, and the
+   * queue's keys expire when nobody renews them.
+   */
+  waiterLease: 6_000,
+  /** While the release subscription is down, a waiter retries at least this often (it cannot hear hand-offs). */
+  unsubscribedPark: 250,
+  /** First delay before a failed release subscription is tried again, doubling up to `maxPark`. */
+  resubscribeDelay: 50,
+  /**
+   * ms the fencing counter is kept after a lock's last grant. Tokens never fall below the server's
+   * clock in µs, so a counter that expires (or is lost) restarts above every token issued before.
+   */
+  fenceRetention: 7 * 24 * 60 * 60 * 1_000,
+  /** What to do when the backend's eviction policy can drop lock keys: warn once, refuse, or ignore. */
+  unsafeConfig: 'warn' as const,
+  /** Scheduler: ms a tick may lie ahead of the store's clock; a claim beyond it is skipped as `clock-skew`. */
+  clockTolerance: 1_000,
   /** ms a release channel stays subscribed after its last waiter left, so a busy lock does not resubscribe per wait. */
   subscriptionLinger: 1_000,
   /** Redlock: longest ms one node has to answer one call, unless `nodeTimeout` is set. */
@@ -47,6 +66,11 @@ export const DEFAULTS = Object.freeze({
   retryBase: 50,
   /** Redlock: ceiling of that backoff, in ms. */
   retryCap: 1_000,
+  /**
+   * Redlock: ms ahead of the client's clock at which it proposes a fencing token, so that nodes
+   * whose clocks run up to this far ahead still issue the proposal itself and agree on it.
+   */
+  fenceLead: 1_000,
   /** Redlock: lock names whose latest fencing token an instance remembers, to lift lagging nodes. */
   fenceHints: 1_024,
   /** Scheduler: the lease of one run in ms (ShedLock's lockAtMostFor); extended while the task runs. */
@@ -66,3 +90,13 @@ export const DEFAULTS = Object.freeze({
 });
 
 export type WhenUnavailable = 'fail' | 'skip' | 'run';
+
+export type UnsafeConfig = 'warn' | 'refuse' | 'ignore';
+
+/**
+ * The shortest lease that leaves at least 1 ms of validity after the drift margin (ttl ×
+ * driftFactor + driftConstant): a shorter one would be over before it could be used.
+ */
+export function minimumTtl(driftFactor: number, driftConstant: number = DEFAULTS.driftConstant): number {
+  return Math.ceil((driftConstant + 1) / (1 - driftFactor));
+}

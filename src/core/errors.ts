@@ -21,6 +21,8 @@ export const ErrorCode = Object.freeze({
   CLOSED: 'CLOSED',
   /** `assertLocked()` was called outside a held job lock. */
   NOT_LOCKED: 'NOT_LOCKED',
+  /** The backend is configured so that it can lose locks (an eviction policy), and `unsafeConfig` is `'refuse'`. */
+  UNSAFE_CONFIG: 'UNSAFE_CONFIG',
 } as const);
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -131,4 +133,11 @@ export function invalidArgument(message: string): LockError {
 
 export function closedError(): LockError {
   return new LockError(ErrorCode.CLOSED, 'this Leasehold instance is closed');
+}
+
+/** An error in words, AggregateError (Node's happy eyeballs) unwrapped to its first cause. */
+export function describeError(error: unknown): string {
+  if (error instanceof AggregateError && error.errors.length > 0) return describeError(error.errors[0]);
+  if (error instanceof Error && error.message !== '') return error.message;
+  return String(error);
 }

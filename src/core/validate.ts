@@ -1,4 +1,4 @@
-import { DEFAULTS, type WhenUnavailable } from './defaults.js';
+import { DEFAULTS, minimumTtl, type UnsafeConfig, type WhenUnavailable } from './defaults.js';
 import { invalidArgument } from './errors.js';
 
 /** Validation at the edge: each check names the option and shows the value it got. */
@@ -18,6 +18,8 @@ export function lockName(name: unknown, what = 'lock name'): string {
   if (name.length > DEFAULTS.maxNameLength) {
     throw invalidArgument(`${what} must be at most ${DEFAULTS.maxNameLength} characters, got ${name.length}`);
   }
+  // The name is a Redis Cluster hash tag: '{}…' would hash each of the lock's keys on its own.
+  if (name.startsWith('}')) throw invalidArgument(`${what} must not start with '}', got ${show(name)}`);
   return name;
 }
 
@@ -28,6 +30,25 @@ export function duration(value: unknown, option: string, min: number): number {
     );
   }
   return value;
+}
+
+/**
+ * A lease length: at least the minimum that leaves validity after the drift margin
+ * (ttl × driftFactor + driftConstant), which the message names.
+ */
+export function ttl(value: unknown, option: string, driftFactor: number): number {
+  const min = minimumTtl(driftFactor);
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 1 && value < min) {
+    throw invalidArgument(
+      `\`${option}\` must be at least ${min} ms: a shorter lease leaves no validity after the drift margin ` +
+        `(${option} × ${driftFactor} + ${DEFAULTS.driftConstant} ms), got ${value}`,
+    );
+  }
+  return duration(value, option, min);
+}
+
+export function optionalTtl(value: unknown, option: string, driftFactor: number, fallback: number): number {
+  return value === undefined ? fallback : ttl(value, option, driftFactor);
 }
 
 export function optionalDuration(value: unknown, option: string, min: number, fallback: number): number {
@@ -125,6 +146,16 @@ export function optionalInstant(value: unknown, option: string): number | undefi
     throw invalidArgument(`\`${option}\` must be a valid Date or integer ms since the epoch ≥ 0, got ${show(value)}`);
   }
   return ms;
+}
+
+export function instance(value: unknown, fallback: string): string {
+  return optionalText(value, 'instance', DEFAULTS.maxInstanceLength, fallback);
+}
+
+const UNSAFE_CONFIG: readonly UnsafeConfig[] = ['warn', 'refuse', 'ignore'];
+
+export function unsafeConfig(value: unknown): UnsafeConfig {
+  return optionalChoice(value, 'unsafeConfig', UNSAFE_CONFIG, DEFAULTS.unsafeConfig);
 }
 
 export function prefix(value: unknown): string {

@@ -1,29 +1,49 @@
+import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
 
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
  *
  * Order across instances lives in the backend: a waiter that is refused joins the lock's queue
- * there, and a release hands the lock to the first waiter (reserving it for a moment) and
- * publishes that waiter's owner token. Every instance hears the message; only the instance whose
- * waiter it names wakes it, so one release wakes one waiter in the whole deployment.
+ * there, and a release hands the lock to the first live waiter (reserving it for a moment) and
+ * publishes '<woken> <next>': the waiter it woke, and the one after it. Every instance hears it;
+ * only the instance whose waiter is named wakes it, so one release wakes one waiter in the whole
+ * deployment. The next waiter retries once the reservation has had time to lapse, so a woken
+ * waiter that died costs the others at most the reservation.
  *
  * In one instance, the waiters of one lock share one subscription to its release channel, kept
- * a moment after the last one leaves so a busy lock is not resubscribed for every wait. An empty
- * message (a release with nobody queued, a job's finish, a Redlock node) wakes the first parked
- * waiter of the instance. Expiry and crashed holders publish nothing, so every park is also
- * bounded by a timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
+ * a moment after the last one leaves so a busy lock is not resubscribed for every wait. A failed
+ * subscription is tried again while waiters remain; until it is live they retry often, since they
+ * cannot hear a hand-off. An empty message (a Redlock node's release, with nobody queued) wakes the
+ * first parked waiter of the instance. Expiry and crashed holders publish nothing, so every park
+ * is also bounded by a timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
  */
 
 export type Subscribe = (onMessage: (message?: string) => void) => Promise<() => void>;
+
+export interface WaitPolicy {
+  /** ms a release reserves the lock for the waiter it woke. */
+  readonly reservation: number;
+  readonly onError: (error: unknown) => void;
+}
 
 class Queue {
   readonly waiters: Waiter[] = [];
   /** An empty-message wake that found nobody parked: the next waiter to park retries at once. */
   pendingWake = false;
   unsubscribe: (() => void) | undefined;
-  subscribed: Promise<void> | undefined;
+  /** Settles when the current subscription attempt is live or has failed. */
+  subscribing: Promise<void> | undefined;
+  /** Monotonic time the subscription went live; undefined while it is not. */
+  liveAt: number | undefined;
+  retry: ReturnType<typeof setTimeout> | undefined;
+  retryDelay: number = DEFAULTS.resubscribeDelay;
   linger: ReturnType<typeof setTimeout> | undefined;
+  readonly #lapse: number;
+
+  constructor(reservation: number) {
+    this.#lapse = reservation + DEFAULTS.expiryMargin;
+  }
 
   deliver(message: string): void {
     if (message === '') {
@@ -31,11 +51,12 @@ class Queue {
       this.pendingWake = true;
       return;
     }
+    const space = message.indexOf(' ');
+    const woken = space < 0 ? message : message.slice(0, space);
+    const next = space < 0 ? '' : message.slice(space + 1);
     for (const waiter of this.waiters) {
-      if (waiter.owner === message) {
-        waiter.wakeOrRemember();
-        return;
-      }
+      if (waiter.owner === woken) waiter.wakeOrRemember();
+      else if (waiter.owner === next) waiter.retryBy(now() + this.#lapse);
     }
   }
 }
@@ -45,10 +66,12 @@ export class Waiter {
   readonly owner: string;
   readonly #queue: Queue;
   readonly #leave: (waiter: Waiter) => void;
-  #parked: (() => void) | undefined;
+  #parked: { wake(): void; rearm(at: number): void } | undefined;
   #left = false;
   /** Named by a release while it was not parked (mid-attempt): its next park returns at once. */
   #remembered = false;
+  /** Next in line after a hand-off: retry by this time (the reservation may lapse unused). */
+  #retryBy: number | undefined;
   /** Woken and not yet tried since. */
   woken = false;
 
@@ -63,9 +86,8 @@ export class Waiter {
   wake(): boolean {
     const parked = this.#parked;
     if (!parked) return false;
-    this.#parked = undefined;
     this.woken = true;
-    parked();
+    parked.wake();
     return true;
   }
 
@@ -74,44 +96,66 @@ export class Waiter {
     if (!this.wake()) this.#remembered = true;
   }
 
-  /** Resolves once the release subscription is live (or has failed: the timed fallback still works). */
+  /** @internal A release named this waiter next in line: retry by `at` at the latest. */
+  retryBy(at: number): void {
+    this.#retryBy = Math.min(this.#retryBy ?? at, at);
+    this.#parked?.rearm(this.#retryBy);
+  }
+
+  /** Resolves once the release subscription is live, or has failed (the timed fallback still works). */
   ready(): Promise<void> {
-    return this.#queue.subscribed ?? Promise.resolve();
+    return this.#queue.subscribing ?? Promise.resolve();
+  }
+
+  /** Monotonic time since which the release subscription is live; undefined while it is not. */
+  get liveSince(): number | undefined {
+    return this.#queue.liveAt;
   }
 
   /**
-   * Sleep until woken by a release, for at most `ms`, or reject with the signal's reason.
-   * Leaves no timer and no listener behind whichever way it ends.
+   * Sleep until woken by a release, for at most `ms`, or reject with the reason of whichever
+   * signal aborts first. Leaves no timer and no listener behind whichever way it ends.
    */
-  park(ms: number, signal: AbortSignal | undefined): Promise<void> {
-    if (signal?.aborted) return Promise.reject(signal.reason);
+  park(ms: number, ...signals: readonly (AbortSignal | undefined)[]): Promise<void> {
+    for (const signal of signals) if (signal?.aborted) return Promise.reject(signal.reason);
     if (this.#remembered || this.#queue.pendingWake) {
       if (!this.#remembered) this.#queue.pendingWake = false;
       this.#remembered = false;
       this.woken = true;
       return Promise.resolve();
     }
+    // Without a live subscription a hand-off cannot be heard: retry soon instead.
+    const cap = this.#queue.liveAt === undefined ? DEFAULTS.unsubscribedPark : DEFAULTS.maxPark;
+    let at = now() + Math.min(ms, cap);
+    if (this.#retryBy !== undefined) at = Math.min(at, this.#retryBy);
     return new Promise<void>((resolve, reject) => {
+      let timer: ReturnType<typeof setTimeout>;
+      const arm = () => {
+        timer = setTimeout(finish, Math.max(0, Math.ceil(at - now())));
+      };
       const done = () => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
+        for (const signal of signals) signal?.removeEventListener('abort', onAbort);
         this.#parked = undefined;
       };
-      const onAbort = () => {
-        done();
-        reject(signal?.reason);
-      };
-      const timer = setTimeout(
-        () => {
-          done();
-          resolve();
-        },
-        Math.max(0, Math.ceil(Math.min(ms, DEFAULTS.maxPark))),
-      );
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#parked = () => {
+      const finish = () => {
         done();
         resolve();
+      };
+      function onAbort(this: AbortSignal) {
+        done();
+        reject(this.reason);
+      }
+      arm();
+      for (const signal of signals) signal?.addEventListener('abort', onAbort, { once: true });
+      this.#parked = {
+        wake: finish,
+        rearm: (by) => {
+          if (by >= at) return;
+          at = by;
+          clearTimeout(timer);
+          arm();
+        },
       };
     });
   }
@@ -120,6 +164,7 @@ export class Waiter {
   trying(): void {
     this.woken = false;
     this.#remembered = false;
+    this.#retryBy = undefined;
   }
 
   /** Leave the queue; the last waiter out lets the subscription linger, then drops it. Idempotent. */
@@ -133,10 +178,11 @@ export class Waiter {
 /** The wait queues of one Leasehold instance, keyed by lock name. */
 export class WaitQueues {
   readonly #queues = new Map<string, Queue>();
-  readonly #onError: (error: unknown) => void;
+  readonly #policy: WaitPolicy;
+  #closed = false;
 
-  constructor(onError: (error: unknown) => void) {
-    this.#onError = onError;
+  constructor(policy: WaitPolicy) {
+    this.#policy = policy;
   }
 
   /** True when this instance listens on `name`'s release channel already (waiters, or lingering). */
@@ -147,20 +193,9 @@ export class WaitQueues {
   join(name: string, owner: string, subscribe: Subscribe): Waiter {
     let queue = this.#queues.get(name);
     if (!queue) {
-      const created = new Queue();
-      queue = created;
-      this.#queues.set(name, created);
-      created.subscribed = subscribe((message) => created.deliver(message ?? '')).then(
-        (unsubscribe) => {
-          if (this.#queues.get(name) === created) created.unsubscribe = unsubscribe;
-          else unsubscribe();
-        },
-        (error: unknown) => {
-          // Without a subscription the timers still work; the next waiter tries subscribing again.
-          if (this.#queues.get(name) === created && created.waiters.length === 0) this.#queues.delete(name);
-          this.#onError(error);
-        },
-      );
+      queue = new Queue(this.#policy.reservation);
+      this.#queues.set(name, queue);
+      this.#subscribe(name, queue, subscribe);
     }
     const target = queue;
     if (target.linger) {
@@ -172,6 +207,11 @@ export class WaitQueues {
       if (i >= 0) target.waiters.splice(i, 1);
       if (target.waiters.length === 0) {
         target.pendingWake = false;
+        if (target.liveAt === undefined) {
+          // Not subscribed (failed, or still trying): nothing to keep; stop retrying.
+          this.#drop(name, target);
+          return;
+        }
         target.linger = setTimeout(() => this.#drop(name, target), DEFAULTS.subscriptionLinger);
         target.linger.unref();
       } else if (w.woken) {
@@ -183,11 +223,44 @@ export class WaitQueues {
     return waiter;
   }
 
+  /** Subscribe `queue` to its release channel; on failure, try again (backing off) while it has waiters. */
+  #subscribe(name: string, queue: Queue, subscribe: Subscribe): void {
+    queue.subscribing = subscribe((message) => queue.deliver(message ?? '')).then(
+      (unsubscribe) => {
+        if (this.#queues.get(name) !== queue || this.#closed) {
+          unsubscribe();
+          return;
+        }
+        queue.unsubscribe = unsubscribe;
+        queue.liveAt = now();
+        queue.retryDelay = DEFAULTS.resubscribeDelay;
+      },
+      (error: unknown) => {
+        this.#policy.onError(error);
+        if (this.#queues.get(name) !== queue || this.#closed) return;
+        if (queue.waiters.length === 0) {
+          this.#queues.delete(name);
+          return;
+        }
+        const delay = queue.retryDelay;
+        queue.retryDelay = Math.min(delay * 2, DEFAULTS.maxPark);
+        queue.retry = setTimeout(() => {
+          queue.retry = undefined;
+          if (this.#queues.get(name) === queue && queue.waiters.length > 0) this.#subscribe(name, queue, subscribe);
+        }, delay);
+        queue.retry.unref();
+      },
+    );
+  }
+
   #drop(name: string, queue: Queue): void {
     if (queue.linger) clearTimeout(queue.linger);
     queue.linger = undefined;
     if (queue.waiters.length > 0 || this.#queues.get(name) !== queue) return;
+    if (queue.retry) clearTimeout(queue.retry);
+    queue.retry = undefined;
     this.#queues.delete(name);
+    queue.liveAt = undefined;
     queue.unsubscribe?.();
     queue.unsubscribe = undefined;
   }
@@ -199,8 +272,9 @@ export class WaitQueues {
     return n;
   }
 
-  /** Drop every lingering subscription at once (Leasehold.close). */
+  /** Drop every lingering subscription at once (Leasehold.close, once no waiter is left). */
   close(): void {
+    this.#closed = true;
     for (const [name, queue] of [...this.#queues]) this.#drop(name, queue);
   }
 }

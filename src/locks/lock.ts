@@ -3,11 +3,13 @@ import { DEFAULTS } from '../core/defaults.js';
 import type { ExtendOutcome } from '../core/engine.js';
 import { LockLostError, type LostReason } from '../core/errors.js';
 import type { Kept, LeaseKeeper } from '../core/lease-keeper.js';
-import { duration } from '../core/validate.js';
+import { ttl as validTtl } from '../core/validate.js';
 
 /** What a Lock handle calls on its way: the engine's extend/release and the instance's events. */
 export interface LockContext {
   readonly keeper: LeaseKeeper;
+  /** The instance's drift factor: it sets the shortest ttl an extension may ask for. */
+  readonly driftFactor: number;
   extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
   release(lock: Lock): Promise<boolean>;
   onLost(lock: Lock, error: LockLostError): void;
@@ -26,6 +28,9 @@ export interface LockInit {
 }
 
 type State = 'held' | 'lost' | 'released';
+
+/** Validity below this many ms counts as none: the lease is lost rather than shown as 0 ms left. */
+const LEAST_VALIDITY = 1;
 
 /**
  * A held lock: one acquisition, with its owner token and fencing token. While held, the watchdog
@@ -66,6 +71,7 @@ export class Lock implements AsyncDisposable {
 
   /** Aborted, with a LockLostError as its reason, the moment the lease is lost. */
   get signal(): AbortSignal {
+    this.#checkValidity();
     if (!this.#controller) {
       this.#controller = new AbortController();
       if (this.#lostError) this.#controller.abort(this.#lostError);
@@ -75,8 +81,17 @@ export class Lock implements AsyncDisposable {
 
   /** ms of validity left by this client's monotonic clock, drift already subtracted; 0 once lost or released. */
   expiresIn(): number {
+    this.#checkValidity();
     if (this.#state !== 'held') return 0;
-    return Math.max(0, Math.floor(this.#validUntil - now()));
+    return Math.floor(this.#validUntil - now());
+  }
+
+  /**
+   * A lease whose validity ran out is lost now, not when its timer fires (timers run late): so no
+   * caller ever sees a held lock with no validity left and a signal not yet aborted.
+   */
+  #checkValidity(): void {
+    if (this.#state === 'held' && this.#validUntil - now() < LEAST_VALIDITY) this.#lose('validity-elapsed');
   }
 
   /**
@@ -85,7 +100,7 @@ export class Lock implements AsyncDisposable {
    * RedisUnavailableError if the backend did not confirm (the lease is then not lost yet).
    */
   async extend(ttl?: number): Promise<void> {
-    const next = ttl === undefined ? this.#ttl : duration(ttl, 'ttl', 1);
+    const next = ttl === undefined ? this.#ttl : validTtl(ttl, 'ttl', this.#context.driftFactor);
     while (this.#extending) await this.#extending.catch(() => {});
     this.#throwIfNotHeld();
     this.#ttl = next;
@@ -129,16 +144,15 @@ export class Lock implements AsyncDisposable {
 
   #schedule(): void {
     if (this.#state !== 'held') return;
-    const at = this.#autoExtend && !this.#extending ? Math.min(this.#nextExtendAt, this.#validUntil) : this.#validUntil;
+    const end = this.#validUntil - LEAST_VALIDITY;
+    const at = this.#autoExtend && !this.#extending ? Math.min(this.#nextExtendAt, end) : end;
     this.#context.keeper.schedule(this.#kept, at);
   }
 
   #tick(): void {
     if (this.#state !== 'held') return;
-    if (now() >= this.#validUntil) {
-      this.#lose('validity-elapsed');
-      return;
-    }
+    this.#checkValidity();
+    if (this.#state !== 'held') return;
     if (this.#autoExtend && !this.#extending && now() >= this.#nextExtendAt) {
       const run = this.#runExtend(false);
       this.#extending = run;
@@ -168,7 +182,7 @@ export class Lock implements AsyncDisposable {
     }
     if (this.#state !== 'held') return;
     // A confirmation that arrives after our validity ran out does not revive the lease.
-    if (now() >= deadline) {
+    if (deadline - now() < LEAST_VALIDITY) {
       this.#lose('validity-elapsed');
       return;
     }

@@ -1,27 +1,46 @@
 import { now, validUntil } from '../core/clock.js';
+import { DEFAULTS } from '../core/defaults.js';
 import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
-import { RedisUnavailableError } from '../core/errors.js';
-import { withTimeout } from '../core/timeout.js';
+import { bounded } from '../store/bounded.js';
+import type { EvictionCheck } from '../store/eviction-check.js';
 import { type LockKeys, lockKeys } from '../store/keys.js';
-import type { Store } from '../store/port.js';
+import type { HandOn, Store } from '../store/port.js';
 
 export interface MutexEngineOptions {
   readonly prefix: string;
   readonly commandTimeout: number;
   readonly driftFactor: number;
   readonly driftConstant: number;
+  /** Recorded next to each lease this instance takes. */
+  readonly instance: string;
+  /** ms the fencing counter is kept after a lock's last grant. */
+  readonly fenceRetention: number;
+  /** The eviction-policy check made before the first acquisition. */
+  readonly eviction: EvictionCheck;
 }
+
+/** A validity window shorter than this is no lease at all: it is given back rather than handed out. */
+const LEAST_VALIDITY = 1;
 
 /** The fenced mutex on one store: each step is one script, bounded by `commandTimeout`. */
 export class MutexEngine implements LockEngine {
   readonly store: Store;
   readonly #owned: boolean;
   readonly #options: MutexEngineOptions;
+  readonly handOn: HandOn;
 
   constructor(store: Store, owned: boolean, options: MutexEngineOptions) {
     this.store = store;
     this.#owned = owned;
     this.#options = options;
+    this.handOn = Object.freeze({
+      reservation: DEFAULTS.reservation,
+      // A release with nobody queued still says so: `leasehold watch`, and a waiter whose queue
+      // entry was dropped (it tried too seldom), hear it.
+      announce: true,
+      // A re-sent release arrives before the caller gives up on the first, or does not matter.
+      markerTtl: options.commandTimeout,
+    });
   }
 
   keys(name: string): LockKeys {
@@ -29,20 +48,38 @@ export class MutexEngine implements LockEngine {
   }
 
   #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
-    const ms = this.#options.commandTimeout;
-    return withTimeout(
-      promise,
-      ms,
-      () => new RedisUnavailableError(`${this.store.kind}: ${action} got no answer within ${ms} ms (commandTimeout)`),
-    );
+    return bounded(this.store, promise, action, this.#options.commandTimeout);
+  }
+
+  /** The eviction-policy check before an acquisition: undefined once it passed (or only warns). */
+  gate(): Promise<void> | undefined {
+    return this.#options.eviction.gate();
+  }
+
+  /**
+   * Whether a lease valid until `until` (monotonic) can still be handed out or kept. A separate
+   * method so a test can build the broken variant that hands out a lease already over.
+   */
+  protected usable(until: number): boolean {
+    return until - now() >= LEAST_VALIDITY;
   }
 
   async attempt(name: string, owner: string, ttl: number, tries: number, queue = false): Promise<Attempt> {
+    const gate = this.gate();
+    if (gate) await gate;
     const keys = this.keys(name);
     const sentAt = now();
+    const o = this.#options;
     // Only a caller refused before is in the queue: the first attempt has nothing to leave.
-    const mode = queue ? (tries === 0 ? 'join' : 'member') : undefined;
-    const pending = this.store.acquire(keys, owner, ttl, 0, mode);
+    const pending = this.store.acquire(keys, {
+      owner,
+      ttl,
+      minFence: 0,
+      queue: queue ? (tries === 0 ? 'join' : 'member') : undefined,
+      instance: o.instance,
+      fenceRetention: o.fenceRetention,
+      waiterLease: DEFAULTS.waiterLease,
+    });
     let reply: Awaited<typeof pending>;
     try {
       reply = await this.#bounded(pending, 'acquire');
@@ -50,19 +87,21 @@ export class MutexEngine implements LockEngine {
       // If the answer comes after we gave up, the lock is ours but nobody holds the handle: free it.
       pending
         .then(
-          (late) => (late.acquired ? this.store.release(keys, owner) : undefined),
+          (late) => (late.acquired ? this.store.release(keys, owner, this.handOn) : undefined),
           () => undefined,
         )
         .catch(() => undefined);
       throw error;
     }
     if (!reply.acquired) return { acquired: false, retryIn: reply.pttl };
-    const { driftFactor, driftConstant } = this.#options;
-    return {
-      acquired: true,
-      fencingToken: reply.fence,
-      validUntil: validUntil(sentAt, ttl, driftFactor, driftConstant),
-    };
+    const until = validUntil(sentAt, ttl, o.driftFactor, o.driftConstant);
+    if (!this.usable(until)) {
+      // The grant answered too late to leave any validity: no caller may hold it. Give it back (the
+      // next waiter gets it) and count the attempt as refused, so a waiting caller tries again.
+      await this.release(name, owner).catch(() => undefined);
+      return { acquired: false, retryIn: 0 };
+    }
+    return { acquired: true, fencingToken: reply.fence, validUntil: until };
   }
 
   async extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome> {
@@ -70,15 +109,21 @@ export class MutexEngine implements LockEngine {
     const reply = await this.#bounded(this.store.extend(this.keys(name), owner, ttl), 'extend');
     if (reply !== 'extended') return { extended: false, reason: reply };
     const { driftFactor, driftConstant } = this.#options;
-    return { extended: true, validUntil: validUntil(sentAt, ttl, driftFactor, driftConstant) };
+    const until = validUntil(sentAt, ttl, driftFactor, driftConstant);
+    if (!this.usable(until)) {
+      // Confirmed too late to count: the lease is lost to us, so free it for others at once.
+      this.release(name, owner).catch(() => undefined);
+      return { extended: false, reason: 'validity-elapsed' };
+    }
+    return { extended: true, validUntil: until };
   }
 
   async release(name: string, owner: string): Promise<boolean> {
-    return (await this.#bounded(this.store.release(this.keys(name), owner), 'release')) === 'released';
+    return (await this.#bounded(this.store.release(this.keys(name), owner, this.handOn), 'release')) === 'released';
   }
 
   async leave(name: string, owner: string): Promise<void> {
-    await this.#bounded(this.store.leave(this.keys(name), owner), 'leave');
+    await this.#bounded(this.store.leave(this.keys(name), owner, this.handOn), 'leave');
   }
 
   async subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void> {

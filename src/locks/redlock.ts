@@ -42,8 +42,9 @@ import {
   verdict,
 } from '../core/quorum.js';
 import { withTimeout } from '../core/timeout.js';
+import type { EvictionCheck } from '../store/eviction-check.js';
 import { type LockKeys, lockKeys } from '../store/keys.js';
-import type { AcquireReply, ExtendReply, ReleaseReply, Store } from '../store/port.js';
+import type { AcquireReply, ExtendReply, HandOn, ReleaseReply, Store } from '../store/port.js';
 
 export interface RedlockEngineOptions {
   readonly prefix: string;
@@ -60,6 +61,12 @@ export interface RedlockEngineOptions {
   readonly retryCap?: number | undefined;
   /** Node failures that no thrown QuorumError carries (late answers, a minority down) are reported here. */
   readonly onBackendError?: ((error: unknown) => void) | undefined;
+  /** Recorded next to each lease this instance takes. */
+  readonly instance: string;
+  /** ms each node keeps its fencing counter after a lock's last grant. */
+  readonly fenceRetention: number;
+  /** The eviction-policy check made before the first acquisition, over every node. */
+  readonly eviction?: EvictionCheck | undefined;
 }
 
 type Outcome = NodeOutcome['outcome'];
@@ -224,8 +231,15 @@ export class RedlockEngine implements LockEngine {
   readonly #onError: (error: unknown) => void;
   /** The highest token seen per lock name: passed as minFence so nodes that fell behind catch up. */
   readonly #fences = new Map<string, number>();
+  /** Redlock's waiters do not queue on the nodes (their queues could disagree): releases announce. */
+  readonly #handOn: HandOn;
 
   constructor(stores: readonly { store: Store; owned: boolean }[], options: RedlockEngineOptions) {
+    this.#handOn = Object.freeze({
+      reservation: DEFAULTS.reservation,
+      announce: true,
+      markerTtl: options.commandTimeout,
+    });
     this.#nodes = stores;
     this.#stores = stores.map((n) => n.store);
     this.#all = stores.map((_, i) => i);
@@ -267,16 +281,25 @@ export class RedlockEngine implements LockEngine {
   }
 
   async attempt(name: string, owner: string, ttl: number, tries = 0): Promise<Attempt> {
+    const gate = this.#options.eviction?.gate();
+    if (gate) await gate;
     const keys = this.keys(name);
+    const { instance, fenceRetention } = this.#options;
     const timeout = this.nodeTimeout(ttl);
     const seen = this.#fences.get(name);
-    const minFence = seen === undefined ? 0 : seen + 1;
+    // Propose a token: this client's clock in µs, a little ahead. Each node issues the highest of
+    // the proposal, its own counter + 1 and its own clock, so nodes whose counters and clocks lag
+    // the proposal all issue exactly it: the quorum agrees at once and no write-back is needed.
+    // Only a floor: the order of tokens never rests on this clock (see the top of this file).
+    const proposal = Math.floor((performance.timeOrigin + now() + DEFAULTS.fenceLead) * 1000);
+    const minFence = Math.max(seen === undefined ? 0 : seen + 1, proposal);
     const sentAt = now();
     const acquire = this.#round(
       this.#all,
       'acquire',
       timeout,
-      (store) => store.acquire(keys, owner, ttl, minFence),
+      (store) =>
+        store.acquire(keys, { owner, ttl, minFence, instance, fenceRetention, waiterLease: DEFAULTS.waiterLease }),
       acquireVote,
     );
     await acquire.until(decided);
@@ -312,7 +335,8 @@ export class RedlockEngine implements LockEngine {
     // lease, and a write-back would change nothing (see the top of this file).
     if (atFence >= this.#quorum) {
       const validUntil = this.validUntil(sentAt, ttl);
-      if (validUntil <= now()) return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
+      if (validUntil - now() < 1)
+        return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
       return { acquired: true, fencingToken: fence, validUntil };
     }
     if (this.validUntil(sentAt, ttl) <= now()) {
@@ -329,7 +353,7 @@ export class RedlockEngine implements LockEngine {
       writeTo,
       'raise-fence',
       timeout,
-      (store) => store.raiseFence(keys, fence),
+      (store) => store.raiseFence(keys, fence, fenceRetention),
       (after) => (after >= fence ? 'yes' : 'no'),
     );
     await writeBack.until(decided);
@@ -340,7 +364,7 @@ export class RedlockEngine implements LockEngine {
     }
     writeBack.reportFailures(this.#onError, true);
     const validUntil = this.validUntil(sentAt, ttl);
-    if (validUntil <= now()) return this.#fail(name, keys, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
+    if (validUntil - now() < 1) return this.#fail(name, keys, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
     return { acquired: true, fencingToken: fence, validUntil };
   }
 
@@ -399,7 +423,13 @@ export class RedlockEngine implements LockEngine {
 
   /** One node's release during clean-up; its failure is reported, never thrown. */
   #releaseOne(node: number, keys: LockKeys, owner: string): Promise<void> {
-    const round = this.#round([node], 'release', this.nodeTimeout(), (store) => store.release(keys, owner), anyAnswer);
+    const round = this.#round(
+      [node],
+      'release',
+      this.nodeTimeout(),
+      (store) => store.release(keys, owner, this.#handOn),
+      anyAnswer,
+    );
     round.reportFailures(this.#onError, true);
     return round.until(everyNode);
   }
@@ -446,7 +476,7 @@ export class RedlockEngine implements LockEngine {
     if (verdict(round.tally) === 'won') {
       round.reportFailures(this.#onError, true);
       const validUntil = this.validUntil(sentAt, ttl);
-      return validUntil > now() ? { extended: true, validUntil } : { extended: false, reason: 'validity-elapsed' };
+      return validUntil - now() >= 1 ? { extended: true, validUntil } : { extended: false, reason: 'validity-elapsed' };
     }
     if (lossKind(round.tally) === 'unavailable') {
       round.reportFailures(this.#onError, false);
@@ -470,7 +500,7 @@ export class RedlockEngine implements LockEngine {
       this.#all,
       'release',
       this.nodeTimeout(),
-      (store) => store.release(keys, owner),
+      (store) => store.release(keys, owner, this.#handOn),
       releaseVote,
     );
     await round.until(everyNode);

@@ -1,5 +1,5 @@
 import type { Lock, LockContext } from '../locks/lock.js';
-import type { Store } from '../store/port.js';
+import type { HandOn, Store } from '../store/port.js';
 import type { JobEvents } from './types.js';
 
 /**
@@ -11,6 +11,13 @@ export interface SchedulerHost {
   /** The instance's one store; undefined for Redlock (several stores), which cannot run jobs. */
   readonly store: Store | undefined;
   readonly prefix: string;
+  /** The instance's label: the default of a job's `instance`, recorded next to its lease. */
+  readonly instance: string;
+  readonly fenceRetention: number;
+  /** How a finished run's lock is handed on: as the mutex hands on a released lock. */
+  readonly handOn: HandOn;
+  /** The store's configuration check before a claim (the eviction policy); undefined once passed. */
+  gate(): Promise<void> | undefined;
   readonly commandTimeout: number;
   readonly driftFactor: number;
   readonly driftConstant: number;

@@ -1,5 +1,5 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../core/errors.js';
-import { coordinatorSettings } from './options.js';
+import { coordinatorSettings, type RunDefaults } from './options.js';
 import { HeldRun, type Runner } from './run.js';
 import type { JobRun, JobTask } from './types.js';
 
@@ -48,8 +48,8 @@ function keyOf(context: NodeCronContext): string {
   return `${context.task?.name ?? ''}:${context.date.toISOString()}`;
 }
 
-export function nodeCronCoordinator(runner: Runner, options: unknown): NodeCronCoordinator {
-  const settingsFor = coordinatorSettings(options);
+export function nodeCronCoordinator(runner: Runner, options: unknown, defaults: RunDefaults): NodeCronCoordinator {
+  const settingsFor = coordinatorSettings(options, defaults);
   // Claimed runs between shouldRun and onComplete, by node-cron's key.
   const claimed = new Map<string, HeldRun | JobRun>();
   return {

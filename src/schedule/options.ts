@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import { DEFAULTS } from '../core/defaults.js';
 import { invalidArgument } from '../core/errors.js';
 import * as validate from '../core/validate.js';
@@ -25,8 +24,13 @@ export interface RunOptions {
   whenUnavailable?: JobWhenUnavailable;
   /** Extend the lease every lockAtMostFor/3 while the task runs. Default true. */
   keepAlive?: boolean;
-  /** This instance's name in the run history. Default `` `${os.hostname()}:${process.pid}` ``. */
+  /** This instance's name in the run history and next to the run's lease. Default: the Leasehold's `instance`. */
   instance?: string;
+  /**
+   * ms a tick may lie ahead of the store's clock: an instance whose clock runs further ahead is
+   * refused the tick (skipped as `clock-skew`) instead of claiming it early for everyone. Default 1_000.
+   */
+  clockTolerance?: number;
   /** Runs the store keeps in the job's history (the oldest beyond are dropped). Default 50. */
   historyLimit?: number;
 }
@@ -65,6 +69,13 @@ export interface RunSettings {
   readonly keepAlive: boolean;
   readonly instance: string;
   readonly historyLimit: number;
+  readonly clockTolerance: number;
+}
+
+/** What a run's settings default to from the Leasehold instance. */
+export interface RunDefaults {
+  readonly instance: string;
+  readonly driftFactor: number;
 }
 
 /** @internal */
@@ -78,11 +89,7 @@ const WHEN_UNAVAILABLE: readonly JobWhenUnavailable[] = ['skip', 'run'];
 /** Largest history a job keeps, and the most runs one read returns. */
 export const MAX_HISTORY = 10_000;
 
-function defaultInstance(): string {
-  return `${hostname()}:${process.pid}`;
-}
-
-function runSettings(o: Record<string, unknown>, lockAtMostFor: number): RunSettings {
+function runSettings(o: Record<string, unknown>, lockAtMostFor: number, d: RunDefaults): RunSettings {
   const lockAtLeastFor = validate.optionalDuration(o.lockAtLeastFor, 'lockAtLeastFor', 0, DEFAULTS.lockAtLeastFor);
   if (lockAtLeastFor > lockAtMostFor) {
     throw invalidArgument(
@@ -99,16 +106,17 @@ function runSettings(o: Record<string, unknown>, lockAtMostFor: number): RunSett
       DEFAULTS.jobWhenUnavailable,
     ),
     keepAlive: validate.optionalBoolean(o.keepAlive, 'keepAlive', DEFAULTS.keepAlive),
-    instance: validate.optionalText(o.instance, 'instance', DEFAULTS.maxInstanceLength, defaultInstance()),
+    instance: validate.instance(o.instance, d.instance),
     historyLimit: validate.optionalInteger(o.historyLimit, 'historyLimit', 1, MAX_HISTORY, DEFAULTS.historyLimit),
+    clockTolerance: validate.optionalDuration(o.clockTolerance, 'clockTolerance', 0, DEFAULTS.clockTolerance),
   };
 }
 
-function lockAtMostFor(o: Record<string, unknown>): number {
-  return validate.optionalDuration(o.lockAtMostFor, 'lockAtMostFor', 1, DEFAULTS.lockAtMostFor);
+function lockAtMostFor(o: Record<string, unknown>, d: RunDefaults): number {
+  return validate.optionalTtl(o.lockAtMostFor, 'lockAtMostFor', d.driftFactor, DEFAULTS.lockAtMostFor);
 }
 
-export function scheduleSettings(options: unknown): ScheduleSettings {
+export function scheduleSettings(options: unknown, d: RunDefaults): ScheduleSettings {
   const o = validate.options(options, 'schedule options');
   const clock = validate.optionalFn<() => number>(o.clock, 'clock') ?? Date.now;
   const probe: unknown = clock();
@@ -116,26 +124,26 @@ export function scheduleSettings(options: unknown): ScheduleSettings {
     throw invalidArgument(`\`clock\` must return ms since the epoch, got ${validate.show(probe)}`);
   }
   return {
-    ...runSettings(o, lockAtMostFor(o)),
+    ...runSettings(o, lockAtMostFor(o, d), d),
     timezone: validate.optionalTimezone(o.timezone),
     clock,
     unref: validate.optionalBoolean(o.unref, 'unref', false),
   };
 }
 
-export function runOnceSettings(options: unknown): RunSettings & { readonly tick: number | null } {
+export function runOnceSettings(options: unknown, d: RunDefaults): RunSettings & { readonly tick: number | null } {
   const o = validate.options(options, 'runOnce options');
-  return { ...runSettings(o, lockAtMostFor(o)), tick: validate.optionalInstant(o.tick, 'tick') ?? null };
+  return { ...runSettings(o, lockAtMostFor(o, d), d), tick: validate.optionalInstant(o.tick, 'tick') ?? null };
 }
 
 /** The coordinator learns its lease per call; lockAtLeastFor is checked against it then. */
-export function coordinatorSettings(options: unknown): (lease: number) => RunSettings {
+export function coordinatorSettings(options: unknown, d: RunDefaults): (lease: number) => RunSettings {
   const o = validate.options(options, 'nodeCronCoordinator options');
   if (o.lockAtMostFor !== undefined) {
     throw invalidArgument("`lockAtMostFor` is node-cron's `distributedLease` option here; set it on the task");
   }
-  runSettings(o, DEFAULTS.maxDuration);
-  return (lease) => runSettings(o, validate.duration(lease, 'distributedLease', 1));
+  runSettings(o, DEFAULTS.maxDuration, d);
+  return (lease) => runSettings(o, validate.ttl(lease, 'distributedLease', d.driftFactor), d);
 }
 
 /** ms the scheduler waits at most between two looks at the clock (what a Node timer can hold). */

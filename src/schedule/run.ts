@@ -2,10 +2,10 @@ import { now, validUntil } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
 import { closedError, invalidArgument, RedisUnavailableError } from '../core/errors.js';
 import { newOwnerToken } from '../core/owner.js';
-import { withTimeout } from '../core/timeout.js';
 import { Lock } from '../locks/lock.js';
+import { bounded } from '../store/bounded.js';
 import { type JobKeys, jobKeys } from '../store/keys.js';
-import type { ClaimReply, FinishRequest, Store } from '../store/port.js';
+import type { ClaimReply, FinishRequest, HandOn, Store } from '../store/port.js';
 import { runInScope } from './assert-locked.js';
 import { type RunRecord, runRecords } from './history.js';
 import type { SchedulerHost } from './host.js';
@@ -79,6 +79,7 @@ export class HeldRun {
       outcome,
       error: outcome === 'lost' && this.#error === null && lost ? errorText(lost) : this.#error,
       lockAtLeastFor: this.#lockAtLeastFor,
+      handOn: this.#runner.handOn,
     });
   }
 
@@ -108,14 +109,25 @@ export class Runner {
     this.#store = jobStore(host.store);
   }
 
+  get handOn(): HandOn {
+    return this.#host.handOn;
+  }
+
   #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
-    const ms = this.#host.commandTimeout;
-    const kind = this.#store.kind;
-    return withTimeout(
-      promise,
-      ms,
-      () => new RedisUnavailableError(`${kind}: ${action} got no answer within ${ms} ms (commandTimeout)`),
-    );
+    return bounded(this.#store, promise, action, this.#host.commandTimeout);
+  }
+
+  /** Record a claimed run that will not run, and end its lease at once. */
+  #abandon(keys: JobKeys, owner: string, claim: { fence: number; startedAt: number }, why: string): Promise<unknown> {
+    return this.#store.finishTick(keys, {
+      owner,
+      fence: claim.fence,
+      startedAt: claim.startedAt,
+      outcome: 'abandoned',
+      error: why,
+      lockAtLeastFor: 0,
+      handOn: this.#host.handOn,
+    });
   }
 
   /** Claim tick `tick` of job `name` (null: no tick identity). Emits `jobSkipped` when it will not run. */
@@ -123,48 +135,49 @@ export class Runner {
     if (this.#host.isClosed()) throw closedError();
     const keys = jobKeys(this.#host.prefix, name);
     const owner = newOwnerToken();
-    const sentAt = now();
-    const pending = this.#store.claimTick(keys, {
-      owner,
-      ttl: s.lockAtMostFor,
-      tick,
-      instance: s.instance,
-      historyLimit: s.historyLimit,
-    });
     let reply: ClaimReply;
+    let sentAt: number;
     try {
-      reply = await this.#bounded(pending, 'claim-tick');
+      const gate = this.#host.gate();
+      if (gate) await gate;
+      sentAt = now();
+      const pending = this.#store.claimTick(keys, {
+        owner,
+        ttl: s.lockAtMostFor,
+        tick,
+        instance: s.instance,
+        historyLimit: s.historyLimit,
+        fenceRetention: this.#host.fenceRetention,
+        clockTolerance: s.clockTolerance,
+      });
+      try {
+        reply = await this.#bounded(pending, 'claim-tick');
+      } catch (error) {
+        // Confirmed after we gave up: nobody will run it, so record that and free the lock.
+        pending
+          .then((late) =>
+            late.claimed
+              ? this.#abandon(keys, owner, late, 'the claim was confirmed after commandTimeout; the task did not run')
+              : undefined,
+          )
+          .catch(() => undefined);
+        throw error;
+      }
     } catch (error) {
-      // Confirmed after we gave up: nobody will run it, so record that and free the lock.
-      pending
-        .then((late) => {
-          if (!late.claimed) return;
-          return this.#store.finishTick(keys, {
-            owner,
-            fence: late.fence,
-            startedAt: late.startedAt,
-            outcome: 'abandoned',
-            error: 'the claim was confirmed after commandTimeout; the task did not run',
-            lockAtLeastFor: 0,
-          });
-        })
-        .catch(() => undefined);
       return this.#unreachable(name, tick, s, error);
     }
     const tickDate = tick === null ? null : new Date(tick);
     if (!reply.claimed) return this.#skip(name, tickDate, s.instance, reply.reason);
     if (this.#host.isClosed()) {
-      await this.#store
-        .finishTick(keys, {
-          owner,
-          fence: reply.fence,
-          startedAt: reply.startedAt,
-          outcome: 'abandoned',
-          error: 'the instance was closed before the task started',
-          lockAtLeastFor: 0,
-        })
-        .catch(() => undefined);
+      await this.#abandon(keys, owner, reply, 'the instance was closed before the task started').catch(() => undefined);
       throw closedError();
+    }
+    const until = validUntil(sentAt, s.lockAtMostFor, this.#host.driftFactor, this.#host.driftConstant);
+    if (until - now() < 1) {
+      // The claim answered too late to leave the run any validity: no task may run on it.
+      const why = `the claim answered after its ${s.lockAtMostFor} ms lease had no validity left; the task did not run`;
+      await this.#abandon(keys, owner, reply, why).catch(() => undefined);
+      return this.#unreachable(name, tick, s, new RedisUnavailableError(`${this.#store.kind}: claim-tick: ${why}`));
     }
     let held: HeldRun | undefined;
     const lock = new Lock(
@@ -173,7 +186,7 @@ export class Runner {
         owner,
         fencingToken: reply.fence,
         ttl: s.lockAtMostFor,
-        validUntil: validUntil(sentAt, s.lockAtMostFor, this.#host.driftFactor, this.#host.driftConstant),
+        validUntil: until,
         autoExtend: s.keepAlive,
       },
       // The instance's keeper and lock events; only the release differs: it records the outcome.

@@ -25,7 +25,7 @@ export class Scheduler {
     if (this.#host.isClosed()) throw closedError();
     validate.lockName(name, 'job name');
     validate.fn(task, 'schedule task');
-    const settings = scheduleSettings(options);
+    const settings = scheduleSettings(options, this.#host);
     const source = tickSource(when, settings.timezone);
     const job = new Job(name as string, source, task as JobTask, settings, this.#runner, (j) => this.#jobs.delete(j));
     this.#jobs.add(job);
@@ -35,7 +35,7 @@ export class Scheduler {
   async runOnce<T>(name: unknown, task: unknown, options: unknown): Promise<RunOnceResult<T>> {
     validate.lockName(name, 'job name');
     validate.fn(task, 'runOnce task');
-    const settings = runOnceSettings(options);
+    const settings = runOnceSettings(options, this.#host);
     const { claim, result } = await this.#runner.runTick(name as string, settings.tick, settings, task as JobTask<T>);
     if (claim.kind === 'skipped') {
       if (claim.reason === 'error') throw claim.error;
@@ -56,7 +56,7 @@ export class Scheduler {
 
   nodeCronCoordinator(options: unknown): NodeCronCoordinator {
     if (this.#host.isClosed()) throw closedError();
-    return nodeCronCoordinator(this.#runner, options);
+    return nodeCronCoordinator(this.#runner, options, this.#host);
   }
 
   /** Jobs still scheduled (tests use it to prove nothing leaks). */

@@ -27,10 +27,12 @@ export type JobTask<T = unknown> = (signal: AbortSignal, run: JobRun) => Promise
 /**
  * Why a tick did not run here: `locked` (the job's lock is held: a run in progress, or kept by
  * lockAtLeastFor), `already-ran` (this tick or a later one was already claimed), `unavailable`
- * (the backend could not be reached, with `whenUnavailable: 'skip'`), `error` (the backend
- * answered with an error, e.g. WRONGTYPE because the key is used by something else).
+ * (the backend could not be reached, with `whenUnavailable: 'skip'`), `clock-skew` (this
+ * instance's clock runs ahead of the store's by more than `clockTolerance`: the tick is not due
+ * yet), `error` (the backend answered with an error, e.g. WRONGTYPE because the key is used by
+ * something else).
  */
-export type SkipReason = 'locked' | 'already-ran' | 'unavailable' | 'error';
+export type SkipReason = 'locked' | 'already-ran' | 'unavailable' | 'clock-skew' | 'error';
 
 export type RunOnceResult<T> =
   | { readonly ran: true; readonly value: T }

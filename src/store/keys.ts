@@ -2,19 +2,22 @@
  * Every key and channel name leasehold uses is built here.
  *
  * All keys of one lock share a hash slot: the lock's name sits inside the first `{…}`, so
- * Redis Cluster routes the lock, its fencing counter and its release channel to one node.
- * The fencing counter is a key of its own that never expires and is never deleted with the lock:
- * deleting it would restart the sequence and let a stale token look new.
+ * Redis Cluster routes the lock, its fencing counter and its release channel to one node (a name
+ * may not start with `}`: the tag would be empty). Every key has a TTL: the lease's, the queue's
+ * (renewed by live waiters), the reservation's, a release marker's, and the fencing counter's
+ * retention, which tokens can afford because they never fall below the server's clock in µs.
  */
 export interface LockKeys {
-  /** The lease itself: value = owner token, PX = ttl. */
+  /** The lease itself: value = '<owner> <token> <taken-at ms> <instance>', PX = ttl. */
   readonly lock: string;
-  /** Fencing counter: INCR on every acquisition, no TTL. */
+  /** The latest fencing token issued; PX = the retention (default 7 days after the last grant). */
   readonly fence: string;
   /** Pub/sub channel that a release publishes on; the message names the waiter it woke. */
   readonly channel: string;
-  /** Waiters of every instance in arrival order: a sorted set, member = owner token, score = server time. */
+  /** Waiters of every instance in arrival order: a sorted set, member = owner token, score = server time in µs. */
   readonly waiters: string;
+  /** Each waiter's liveness deadline (server ms): a hash; a waiter that stops trying is dropped. */
+  readonly alive: string;
   /** The owner token a release handed the lock to (PX: the reservation), so nobody barges past it. */
   readonly reserved: string;
 }
@@ -26,15 +29,22 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     fence: `${base}:fence`,
     channel: `${base}:released`,
     waiters: `${base}:waiters`,
+    alive: `${base}:alive`,
     reserved: `${base}:reserved`,
   };
+}
+
+/** The marker a release leaves for a moment, so that the same release re-sent is recognised. */
+export function releaseMarker(keys: LockKeys, owner: string): string {
+  return `${keys.lock}:done:${owner}`;
 }
 
 /**
  * The keys of a scheduled job: its lock's keys (the job's name is the lock's name, so operator
  * tooling sees job locks as locks) plus the tick marker and the run history. Both share the
- * lock's hash tag, never expire and are never deleted with the lock: deleting the marker would
- * let a late instance run a tick that already ran.
+ * lock's hash tag and are the only keys without a TTL: one marker and one capped history per job
+ * name. Deleting the marker would let a late instance run a tick that already ran, and a job's
+ * period (a monthly cron) can be longer than any retention we could pick.
  */
 export interface JobKeys extends LockKeys {
   /** The latest tick claimed, as ms since the epoch (the tick's scheduled time), no TTL. */

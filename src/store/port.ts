@@ -20,8 +20,48 @@ export interface LockState {
   readonly owner: string | null;
   /** ms left on the current lease; -2 when free. */
   readonly pttl: number;
-  /** Latest fencing token issued for this lock (the holder's, while held); 0 if never acquired. */
+  /** Latest fencing token issued for this lock (the holder's, while held); 0 if none is kept. */
   readonly fence: number;
+  /** Who holds it: the holder's fencing token, when it took the lock (server ms) and its instance label. */
+  readonly holder: Holder | null;
+  /** Asked about a former owner: whether it released the lock (recently), rather than let it expire. */
+  readonly released?: boolean;
+}
+
+/** What a store records of a grant, next to the lease. */
+export interface Holder {
+  readonly token: number;
+  /** Server time of the grant, in ms since the epoch. */
+  readonly takenAt: number;
+  /** The instance label of the Leasehold that took it (default `hostname:pid`). */
+  readonly instance: string;
+}
+
+/** One acquisition attempt, with the policy the caller applies (stores read no defaults of their own). */
+export interface AcquireRequest {
+  readonly owner: string;
+  /** The lease in ms. */
+  readonly ttl: number;
+  /** The token issued is at least this (Redlock writes back the quorum's maximum); 0 otherwise. */
+  readonly minFence: number;
+  /** How this attempt takes part in the waiters' queue; see QueueMode. Omitted: never queues. */
+  readonly queue?: QueueMode | undefined;
+  /** The caller's instance label, recorded next to the lease. */
+  readonly instance: string;
+  /** ms the fencing counter is kept after the last grant. */
+  readonly fenceRetention: number;
+  /** ms a queued waiter stays queued without trying again; then it counts as dead and is dropped. */
+  readonly waiterLease: number;
+}
+
+/** How a freed lock is handed on: the policy every releasing call carries. */
+export interface HandOn {
+  /** ms the lock is reserved for the waiter woken. */
+  readonly reservation: number;
+  /** Publish '' when nobody is queued, for waiters that do not queue (Redlock's). */
+  readonly announce: boolean;
+  /** ms a release is remembered, so the same release re-sent (its reply lost) still answers released. */
+  readonly markerTtl: number;
 }
 
 /** How a run ended, as the history records it. `running` until the run reports back. */
@@ -42,6 +82,10 @@ export interface StoredRun {
 
 export interface ClaimRequest {
   readonly owner: string;
+  /** ms the fencing counter is kept after the last grant. */
+  readonly fenceRetention: number;
+  /** ms a tick may lie ahead of the store's clock before it is refused as `clock-skew`. */
+  readonly clockTolerance: number;
   /** The lease in ms (lockAtMostFor). */
   readonly ttl: number;
   /** The tick's scheduled time in ms since the epoch; null claims without tick identity. */
@@ -55,10 +99,13 @@ export type ClaimReply =
   /** `startedAt`: the server's time of the claim, in ms since the epoch. */
   | { readonly claimed: true; readonly fence: number; readonly startedAt: number }
   | { readonly claimed: false; readonly reason: 'locked'; readonly pttl: number }
-  | { readonly claimed: false; readonly reason: 'already-ran'; readonly lastTick: number };
+  | { readonly claimed: false; readonly reason: 'already-ran'; readonly lastTick: number }
+  /** The tick lies further ahead of the store's clock (`now`, ms) than the tolerance: the caller's clock runs fast. */
+  | { readonly claimed: false; readonly reason: 'clock-skew'; readonly now: number };
 
 export interface FinishRequest {
   readonly owner: string;
+  readonly handOn: HandOn;
   readonly fence: number;
   /** The `startedAt` the claim returned. */
   readonly startedAt: number;
@@ -92,7 +139,12 @@ export interface JobState {
  * waiter the lock was handed to (reserved for it), or null when nobody was queued.
  */
 export type ForceReleaseReply =
-  | { readonly result: 'released'; readonly owner: string; readonly woken: string | null }
+  | {
+      readonly result: 'released';
+      readonly owner: string;
+      readonly holder: Holder | null;
+      readonly woken: string | null;
+    }
   | { readonly result: 'not-held' };
 
 /** A lock's waiters' queue and hand-off, read in one step (operator tooling). */
@@ -115,39 +167,51 @@ export type QueueMode = 'join' | 'member';
 export interface Store {
   /** Short label for messages and metrics: 'memory', 'ioredis', 'node-redis', … */
   readonly kind: string;
+  /** Where the store's server is, for messages ('127.0.0.1:6379'); absent for an in-process store. */
+  readonly address?: string;
+  /** The client's last connection error while it is not connected: the cause of a call left unanswered. */
+  lastError?(): unknown;
 
   /**
    * Take the lock if free and not reserved for another waiter, with a lease of `ttl` ms, and issue
-   * the next fencing token. `minFence`: the token issued is at least this (Redlock writes back the
-   * quorum's maximum). `queue`: a caller that will wait joins the waiters' queue when refused (and
-   * leaves it when it gets the lock), so that releases hand the lock on in arrival order; see QueueMode.
+   * the next fencing token: above every token issued before for the name, and never below the
+   * store's clock in µs, so a lost counter cannot repeat a token. A caller that will wait joins the
+   * waiters' queue when refused (and renews its liveness there on every attempt), so releases hand
+   * the lock on in arrival order. Idempotent per owner: a lock this owner holds already is success,
+   * with the token of that grant.
    */
-  acquire(keys: LockKeys, owner: string, ttl: number, minFence?: number, queue?: QueueMode): Promise<AcquireReply>;
+  acquire(keys: LockKeys, request: AcquireRequest): Promise<AcquireReply>;
   /**
-   * Delete the lock if `owner` holds it. Then hand it on: pop the first waiter, reserve the lock
-   * for it for `DEFAULTS.reservation` ms, and publish its owner token on the release channel (an
-   * empty message when nobody queued), so exactly one waiter across all instances wakes.
+   * Delete the lock if `owner` holds it. Then hand it on: pop the first live waiter, reserve the
+   * lock for it for `reservation` ms, and publish '<woken> <next>' on the release channel, so
+   * exactly one waiter across all instances wakes, and the next one retries if the reservation
+   * lapses. Releasing an expired lock hands it on all the same. Idempotent per owner for
+   * `markerTtl` ms.
    */
-  release(keys: LockKeys, owner: string): Promise<ReleaseReply>;
+  release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply>;
   /** Reset the lease to `ttl` ms if `owner` holds it. */
   extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply>;
-  /** Raise the fencing counter to at least `fence` (never lowers it). Returns the counter after. */
-  raiseFence(keys: LockKeys, fence: number): Promise<number>;
-  /** Read the lock's current state (operator tooling and tests). */
-  inspect(keys: LockKeys): Promise<LockState>;
+  /** Raise the fencing counter to at least `fence` (never lowers it), kept `retention` ms. Returns the counter after. */
+  raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number>;
+  /**
+   * Read the lock's current state (operator tooling and tests); with `formerOwner`, also whether
+   * that owner released it (its release marker still lives) rather than let it expire.
+   */
+  inspect(keys: LockKeys, formerOwner?: string): Promise<LockState>;
 
   /**
-   * Scheduler: claim one tick of a job in one step. Refuses when the lock is held or when the
-   * job's latest claimed tick is at or after `tick`; otherwise takes the lock with a lease of
-   * `ttl` ms, records the tick, issues the next fencing token and adds a `running` record to the
-   * history. Optional, so a Store written for locks alone still compiles; without it a Leasehold
+   * Scheduler: claim one tick of a job in one step. Refuses when the lock is held or reserved,
+   * when the job's latest claimed tick is at or after `tick`, or when `tick` lies more than
+   * `clockTolerance` ms ahead of the store's clock; otherwise takes the lock as `acquire` does
+   * (lease `ttl` ms, next fencing token), records the tick and adds a `running` record to the
+   * history. Idempotent per owner. Optional, so a Store written for locks alone still compiles; without it a Leasehold
    * cannot run scheduled jobs.
    */
   claimTick?(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply>;
   /**
    * Scheduler: record how a run ended and end its lease: if `owner` holds the lock and less than
    * `lockAtLeastFor` ms have passed since `startedAt` (server time), cut the lease to what remains;
-   * otherwise delete it and publish on the release channel.
+   * otherwise end it and hand it on as `release` does.
    */
   finishTick?(keys: JobKeys, request: FinishRequest): Promise<FinishReply>;
   /** Scheduler: the job's lock state, latest tick and newest `limit` runs, read in one step. */
@@ -166,7 +230,7 @@ export interface Store {
    * does. Never touches the fencing counter, so the next token is still above the deleted
    * holder's. This breaks mutual exclusion for that holder until its next extension fails.
    */
-  forceRelease?(keys: LockKeys): Promise<ForceReleaseReply>;
+  forceRelease?(keys: LockKeys, handOn: HandOn): Promise<ForceReleaseReply>;
   /** Operator tooling: the waiters' queue (its length and first `limit` owner tokens) and any reservation. */
   queued?(keys: LockKeys, limit: number): Promise<QueueState>;
 
@@ -174,7 +238,13 @@ export interface Store {
    * A waiter gives up (timed out, aborted): drop it from the queue, and if the lock was reserved
    * for it and is free, hand it to the next waiter as a release would.
    */
-  leave(keys: LockKeys, owner: string): Promise<void>;
+  leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void>;
+
+  /**
+   * The eviction policy of every server behind this store (`maxmemory-policy`, as INFO memory
+   * reports it), or null where it cannot be read. Optional: a store without eviction has none.
+   */
+  evictionPolicies?(): Promise<readonly (string | null)[]>;
 
   /**
    * Listen on a release channel. Resolves once the subscription is live, so a release after

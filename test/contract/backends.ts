@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { type Backend, type LockKeys, MemoryStore } from '../../src/index.js';
+import { type Backend, DEFAULTS, type LockKeys, MemoryStore } from '../../src/index.js';
 import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../harness/index.js';
 
 /**
@@ -27,9 +27,15 @@ export function memoryBackend(): ContractBackend {
     client: async () => store,
     deleteKey: async (key) => {
       // Memory has no raw key access: expiring the lease at once is the same fault.
-      const keys = { lock: key, fence: `${key}:fence`, channel: `${key}:released`, waiters: '', reserved: '' };
-      const lease = await store.inspect(keys);
-      if (lease.owner) await store.release(keys, lease.owner);
+      const keys = {
+        lock: key,
+        fence: `${key}:fence`,
+        channel: `${key}:released`,
+        waiters: `${key}:waiters`,
+        alive: `${key}:alive`,
+        reserved: `${key}:reserved`,
+      };
+      await store.forceRelease(keys, { reservation: DEFAULTS.reservation, announce: false, markerTtl: 1 });
     },
     subscriptions: async () => store.subscriptions,
     queued: async (keys) => (await store.queued(keys, 0)).count,

@@ -29,6 +29,13 @@ export interface TcpProxy {
   refuse(on: boolean): void;
   /** Resets every current connection. */
   resetAll(): void;
+  /**
+   * Arms a one-shot fault: the next client chunk that contains `pattern` reaches the server, but
+   * its reply never reaches the client, and that connection is reset `afterMs` later (default 50):
+   * a command that ran whose reply was lost, as a client that reconnects and re-sends it sees.
+   * Resolves once the connection was cut.
+   */
+  cutAfter(pattern: string | Buffer, afterMs?: number): Promise<void>;
   /** Number of client connections currently open through the proxy. */
   connections(): number;
   /** Resets every connection and stops listening. Idempotent. */
@@ -38,6 +45,8 @@ export interface TcpProxy {
 interface Faults {
   latencyMs: number;
   blackholed: boolean;
+  /** An armed cutAfter: the pattern, how long after to reset, and whom to tell. */
+  cut: { pattern: Buffer; afterMs: number; done: () => void } | undefined;
 }
 
 function isLoopback(host: string): boolean {
@@ -61,12 +70,14 @@ class Direction {
     private readonly sink: () => Socket | undefined,
     private readonly faults: Faults,
     private readonly onDrop: () => void,
+    private readonly onChunk: (chunk: Buffer) => boolean = () => true,
   ) {
     source.on('data', (chunk: Buffer) => {
       if (faults.blackholed) {
         onDrop();
         return;
       }
+      if (!onChunk(chunk)) return;
       this.queue.push({ due: performance.now() + faults.latencyMs, chunk });
       this.pump();
     });
@@ -132,6 +143,8 @@ class Connection {
   private closed = false;
   /** Something was dropped by a blackhole, so the byte stream can no longer be trusted. */
   lostData = false;
+  /** cutAfter fired on this connection: nothing more reaches the client. */
+  private cut = false;
   private readonly markLost = (): void => {
     this.lostData = true;
   };
@@ -144,7 +157,23 @@ class Connection {
   ) {
     ignoreErrors(client);
     client.setNoDelay(true);
-    this.fromClient = new Direction(client, () => this.upstream, faults, this.markLost);
+    this.fromClient = new Direction(
+      client,
+      () => this.upstream,
+      faults,
+      this.markLost,
+      (chunk) => {
+        const armed = faults.cut;
+        if (armed === undefined || this.cut || !chunk.includes(armed.pattern)) return true;
+        faults.cut = undefined;
+        this.cut = true;
+        setTimeout(() => {
+          this.destroy(true);
+          armed.done();
+        }, armed.afterMs);
+        return true;
+      },
+    );
     // The client's last bytes still travel with the current latency before upstream is closed.
     client.on('close', () => this.fromClient.afterFlush(() => this.destroy(false)));
     if (!faults.blackholed) this.connectUpstream();
@@ -157,7 +186,13 @@ class Connection {
     this.upstream = upstream;
     ignoreErrors(upstream);
     upstream.setNoDelay(true);
-    const fromUpstream = new Direction(upstream, () => this.client, this.faults, this.markLost);
+    const fromUpstream = new Direction(
+      upstream,
+      () => this.client,
+      this.faults,
+      this.markLost,
+      () => !this.cut,
+    );
     this.fromUpstream = fromUpstream;
     upstream.on('close', () => {
       // Inside a blackhole the close is lost like any data; the client hangs until it lifts.
@@ -187,7 +222,7 @@ export async function startProxy(target: ProxyTarget): Promise<TcpProxy> {
   if (!isLoopback(target.host)) {
     throw new Error(`startProxy: the target must be a loopback address, got ${JSON.stringify(target.host)}`);
   }
-  const faults: Faults = { latencyMs: 0, blackholed: false };
+  const faults: Faults = { latencyMs: 0, blackholed: false, cut: undefined };
   const live = new Set<Connection>();
   let refusing = false;
   let closing: Promise<void> | undefined;
@@ -238,6 +273,11 @@ export async function startProxy(target: ProxyTarget): Promise<TcpProxy> {
       if (on) resetAll();
     },
     resetAll,
+    cutAfter(pattern: string | Buffer, afterMs = 50): Promise<void> {
+      return new Promise<void>((done) => {
+        faults.cut = { pattern: Buffer.isBuffer(pattern) ? pattern : Buffer.from(pattern), afterMs, done };
+      });
+    },
     connections: () => live.size,
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve) => {

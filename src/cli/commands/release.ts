@@ -29,15 +29,15 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
   async run(op, args) {
     const name = operand(args, 0);
     const keys = lockKeys(op.prefix, name);
-    // Read first only to report the deleted holder's token; the release itself is one script.
-    const before = await op.bounded(op.store.inspect(keys), 'inspect');
-    const reply = await op.bounded(op.store.forceRelease(keys), 'force-release');
+    // Waiters that do not queue (none on one server, but harmless) hear the release too.
+    const handOn = { reservation: DEFAULTS.reservation, announce: true, markerTtl: 1 };
+    const reply = await op.bounded(op.store.forceRelease(keys, handOn), 'force-release');
     if (reply.result === 'not-held') {
       if (args.flag('json')) printJson({ name, result: reply.result });
       else process.stderr.write(`leasehold: lock "${name}" is not held: nothing to release\n`);
       return 1;
     }
-    const fence = before.owner === reply.owner ? before.fence : null;
+    const fence = reply.holder?.token ?? null;
     if (args.flag('json')) {
       printJson({ name, result: reply.result, owner: reply.owner, fence, woken: reply.woken });
       return 0;

@@ -1,6 +1,6 @@
 import { lockKeys } from '../../store/keys.js';
-import { type OperatorCommand, operand } from '../command.js';
-import { shortToken } from '../format.js';
+import { type OperatorCommand, operand, UsageError } from '../command.js';
+import { msLeft, shortToken } from '../format.js';
 import { clockTime } from '../style.js';
 
 /** Resolves on Ctrl-C (or SIGTERM); the listeners go with it. */
@@ -21,22 +21,56 @@ function interrupted(): { promise: Promise<void>; dispose(): void } {
   };
 }
 
+/** How often the lock's state is read, to see acquisitions and expiries (which publish nothing). */
+const DEFAULT_INTERVAL = 100;
+
+type WatchEvent =
+  | { event: 'acquired'; owner: string; instance: string | null; fencingToken: number | null; ttl: number }
+  | { event: 'expired'; owner: string }
+  | { event: 'released'; woken: string | null; next: string | null };
+
+function line(name: string, e: WatchEvent): string {
+  switch (e.event) {
+    case 'acquired': {
+      const by = e.instance === null ? '' : ` (${e.instance})`;
+      const token = e.fencingToken === null ? '' : `, fencing token ${e.fencingToken}`;
+      return `${name}  acquired by ${shortToken(e.owner)}${by}${token}, ${msLeft(e.ttl)} left`;
+    }
+    case 'expired':
+      return `${name}  expired: the lease of ${shortToken(e.owner)} ran out without a release`;
+    case 'released':
+      return `${name}  released, ${e.woken === null ? 'no waiter queued' : `handed to waiter ${shortToken(e.woken)}`}`;
+  }
+}
+
 export const watch: OperatorCommand = {
   name: 'watch',
-  synopsis: 'watch <name> [--json]',
-  summary: "Print each release and hand-off on a lock's channel as it happens, until Ctrl-C.",
+  synopsis: 'watch <name> [--interval MS] [--json]',
+  summary: 'Print each acquisition, release, hand-off and expiry of a lock as it happens, until Ctrl-C.',
   details: `
+  --interval MS how often the lock's state is read (default ${DEFAULT_INTERVAL}); releases and
+                hand-offs are heard on the lock's channel at once
   --json        one JSON object per line
-Each line: the local time, the lock, and the waiter it was handed to (or that nobody was
-queued). A lease that simply expires publishes nothing, so it is not shown. Exit status 1 if
-the connection to Redis ends.
+Each line: the local time, the lock, and what happened: acquired (by which owner and instance,
+with its fencing token), released (and to which waiter it was handed), expired (the holder let
+its lease run out: crashed, paused or partitioned). A lease taken and ended within one interval
+shows only its release. Exit status 1 if the connection to Redis ends.
 `,
-  options: { json: { type: 'boolean' } },
+  options: { json: { type: 'boolean' }, interval: { type: 'string' } },
   operands: ['name'],
+  check(args) {
+    interval(args);
+  },
   async run(op, args) {
     const name = operand(args, 0);
     const keys = lockKeys(op.prefix, name);
     const json = args.flag('json');
+    const every = interval(args);
+    const print = (e: WatchEvent) => {
+      const at = Date.now();
+      if (json) process.stdout.write(`${JSON.stringify({ at: new Date(at).toISOString(), name, ...e })}\n`);
+      else process.stdout.write(`${clockTime(at)}  ${line(name, e)}\n`);
+    };
     const stop = interrupted();
     let failed: (error: Error) => void = () => {};
     const lost = new Promise<never>((_, reject) => {
@@ -45,33 +79,63 @@ the connection to Redis ends.
     // Raced below; marked handled so a loss while subscribing is not an unhandled rejection.
     lost.catch(() => undefined);
     const offLost = op.onLost((error) => failed(error));
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       const unsubscribe = await op.bounded(
         op.store.subscribe(keys.channel, (message) => {
-          const at = Date.now();
-          const woken = message === '' ? null : message;
-          if (json) {
-            process.stdout.write(
-              `${JSON.stringify({ at: new Date(at).toISOString(), name, event: 'released', woken })}\n`,
-            );
-            return;
-          }
-          const next = woken === null ? 'no waiter queued' : `handed to waiter ${shortToken(woken)}`;
-          process.stdout.write(`${clockTime(at)}  ${name}  released, ${next}\n`);
+          const [woken, next] = message.split(' ');
+          print({ event: 'released', woken: woken || null, next: next || null });
         }),
         'subscribe',
       );
+      // The holder seen last; its release is heard on the channel, its expiry only by reading.
+      let holder: string | null = null;
+      const look = async () => {
+        const state = await op.bounded(op.store.inspect(keys, holder ?? undefined), 'inspect');
+        if (holder !== null && state.owner !== holder && !state.released) print({ event: 'expired', owner: holder });
+        if (state.owner !== null && state.owner !== holder) {
+          print({
+            event: 'acquired',
+            owner: state.owner,
+            instance: state.holder?.instance ?? null,
+            fencingToken: state.holder?.token ?? null,
+            ttl: state.pttl,
+          });
+        }
+        holder = state.owner;
+      };
+      await look();
+      const polling = new Promise<never>((_, reject) => {
+        const tick = () => {
+          look().then(() => {
+            timer = setTimeout(tick, every);
+          }, reject);
+        };
+        timer = setTimeout(tick, every);
+      });
+      polling.catch(() => undefined);
       // On stderr, so that stdout carries only events (for a pipe); it also says the watch is live.
       process.stderr.write(`watching "${name}" on ${keys.channel} (Ctrl-C to stop)\n`);
       try {
-        await Promise.race([stop.promise, lost]);
+        await Promise.race([stop.promise, lost, polling]);
       } finally {
         unsubscribe();
       }
       return 0;
     } finally {
+      if (timer) clearTimeout(timer);
       stop.dispose();
       offLost();
     }
   },
 };
+
+function interval(args: { string(name: string): string | undefined }): number {
+  const value = args.string('interval');
+  if (value === undefined) return DEFAULT_INTERVAL;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 10 || ms > 60_000) {
+    throw new UsageError(`--interval must be an integer number of ms from 10 to 60000, got ${value}`);
+  }
+  return ms;
+}

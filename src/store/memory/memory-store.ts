@@ -1,18 +1,19 @@
 import { now } from '../../core/clock.js';
-import { DEFAULTS } from '../../core/defaults.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey, releaseMarker } from '../keys.js';
 import {
   type AcquireReply,
+  type AcquireRequest,
   type ClaimReply,
   type ClaimRequest,
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
   type ForceReleaseReply,
+  type HandOn,
+  type Holder,
   type JobState,
   type LockState,
-  type QueueMode,
   type QueueState,
   type ReleaseReply,
   STORE,
@@ -75,37 +76,55 @@ interface Lease {
   expiresAt: number;
 }
 
+interface Held extends Lease {
+  readonly holder: Holder;
+}
+
 /** The entry at `key` unless its time is up; an expired one is dropped, as Redis drops a key with PX. */
-function unexpired(map: Map<string, Lease>, key: string): Lease | undefined {
-  const lease = map.get(key);
-  if (lease && lease.expiresAt <= now()) {
+function unexpired<T extends { expiresAt: number }>(map: Map<string, T>, key: string): T | undefined {
+  const entry = map.get(key);
+  if (entry && entry.expiresAt <= now()) {
     map.delete(key);
     return undefined;
   }
-  return lease;
+  return entry;
+}
+
+/** The wall clock in µs, standing in for the server's TIME: one process, one clock. */
+function clockMicros(): number {
+  return Math.floor((performance.timeOrigin + now()) * 1000);
+}
+
+function left(entry: { expiresAt: number }): number {
+  return Math.max(0, Math.ceil(entry.expiresAt - now()));
 }
 
 /**
  * An in-process store with the same semantics as the Redis scripts: atomic acquire with a lease
- * and a fencing counter that never resets, owner-checked release and extend, and a release
- * channel. Every call answers asynchronously, as a network store would. It coordinates only the
- * `Leasehold` instances of one process: the embedded default for demos and unit tests.
+ * and a fencing token that never repeats (above the stored counter and the clock in µs),
+ * owner-checked release and extend, idempotent re-sends, a FIFO queue of waiters with liveness,
+ * hand-off by reservation, and a release channel. Every call answers asynchronously, as a network
+ * store would. It coordinates only the `Leasehold` instances of one process: the embedded default
+ * for demos and unit tests. No await separates a call's checks from its writes: each is one step,
+ * as a script is.
  */
 export class MemoryStore implements Store {
   readonly [STORE] = true;
   readonly kind = 'memory';
-  readonly #leases = new Map<string, Lease>();
+  readonly #leases = new Map<string, Held>();
   /** Release hand-offs: the waiter a release woke holds the lock's reservation for a moment. */
   readonly #reservations = new Map<string, Lease>();
-  /** Waiters per lock in arrival order (a Set keeps insertion order, as the sorted set keeps time order). */
-  readonly #waiters = new Map<string, Set<string>>();
-  readonly #fences = new Map<string, number>();
+  /** Waiters per lock in arrival order (a Map keeps insertion order), each with its liveness deadline. */
+  readonly #waiters = new Map<string, Map<string, number>>();
+  readonly #fences = new Map<string, { value: number; expiresAt: number }>();
+  /** Release markers: a re-sent release of the same owner is recognised while one lives. */
+  readonly #markers = new Map<string, { expiresAt: number }>();
   readonly #hub = new ChannelHub({ subscribe: async () => {}, unsubscribe: async () => {} });
   readonly #ticks = new Map<string, number>();
   /** Per history key, oldest first (ascending fencing token), as the Redis sorted set orders it. */
   readonly #runs = new Map<string, StoredRun[]>();
 
-  #live(key: string): Lease | undefined {
+  #live(key: string): Held | undefined {
     return unexpired(this.#leases, key);
   }
 
@@ -113,24 +132,26 @@ export class MemoryStore implements Store {
     return unexpired(this.#reservations, key);
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue?: QueueMode): Promise<AcquireReply> {
-    const reserved = this.#reservation(keys.reserved);
-    const held = this.#live(keys.lock);
-    const blocker = held ?? (reserved && reserved.owner !== owner ? reserved : undefined);
-    if (blocker) {
-      if (queue) {
-        const waiters = this.#waiters.get(keys.waiters) ?? new Set<string>();
-        waiters.add(owner);
-        this.#waiters.set(keys.waiters, waiters);
-      }
-      return { acquired: false, pttl: Math.max(0, Math.ceil(blocker.expiresAt - now())) };
+  #fence(key: string): number {
+    return unexpired(this.#fences, key)?.value ?? 0;
+  }
+
+  /** Grant the lock (the caller checked it is free), as lua/lib/lease.lua grants it. */
+  #grant(keys: LockKeys, owner: string, ttl: number, minFence: number, instance: string, retention: number): Held {
+    const token = Math.max(this.#fence(keys.fence) + 1, clockMicros(), minFence);
+    const lease: Held = { owner, expiresAt: now() + ttl, holder: { token, takenAt: Date.now(), instance } };
+    this.#leases.set(keys.lock, lease);
+    this.#fences.set(keys.fence, { value: token, expiresAt: now() + retention });
+    return lease;
+  }
+
+  #enqueue(keys: LockKeys, owner: string, lease: number): void {
+    let waiters = this.#waiters.get(keys.waiters);
+    if (!waiters) {
+      waiters = new Map();
+      this.#waiters.set(keys.waiters, waiters);
     }
-    if (reserved) this.#reservations.delete(keys.reserved);
-    if (queue === 'member') this.#unqueue(keys.waiters, owner);
-    this.#leases.set(keys.lock, { owner, expiresAt: now() + ttl });
-    const fence = Math.max((this.#fences.get(keys.fence) ?? 0) + 1, minFence);
-    this.#fences.set(keys.fence, fence);
-    return { acquired: true, fence };
+    waiters.set(owner, now() + lease);
   }
 
   #unqueue(key: string, owner: string): void {
@@ -139,45 +160,86 @@ export class MemoryStore implements Store {
     if (waiters?.size === 0) this.#waiters.delete(key);
   }
 
-  /** Pop the first waiter, reserve the lock for it, and tell every instance which waiter that is. */
-  #handOn(keys: LockKeys): string {
-    const waiters = this.#waiters.get(keys.waiters);
-    const head = waiters?.values().next().value;
-    let woken = '';
-    if (head !== undefined) {
-      this.#unqueue(keys.waiters, head);
-      this.#reservations.set(keys.reserved, { owner: head, expiresAt: now() + DEFAULTS.reservation });
-      woken = head;
+  async acquire(keys: LockKeys, r: AcquireRequest): Promise<AcquireReply> {
+    const reserved = this.#reservation(keys.reserved);
+    const held = this.#live(keys.lock);
+    if (held?.owner === r.owner) return { acquired: true, fence: held.holder.token };
+    const blocker = held ?? (reserved && reserved.owner !== r.owner ? reserved : undefined);
+    if (blocker) {
+      if (r.queue) this.#enqueue(keys, r.owner, r.waiterLease);
+      return { acquired: false, pttl: left(blocker) };
     }
-    // Redis delivers a PUBLISH after the script's reply; so does this.
-    setImmediate(() => this.#hub.deliver(keys.channel, woken));
+    if (reserved) this.#reservations.delete(keys.reserved);
+    if (r.queue === 'member') this.#unqueue(keys.waiters, r.owner);
+    const lease = this.#grant(keys, r.owner, r.ttl, r.minFence, r.instance, r.fenceRetention);
+    return { acquired: true, fence: lease.holder.token };
+  }
+
+  /** The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too. */
+  #firstLive(key: string, pop: boolean): string {
+    const waiters = this.#waiters.get(key);
+    if (!waiters) return '';
+    for (const [owner, deadline] of waiters) {
+      if (deadline >= now()) {
+        if (pop) this.#unqueue(key, owner);
+        return owner;
+      }
+      this.#unqueue(key, owner);
+    }
+    return '';
+  }
+
+  /** Reserve the lock for the first live waiter and tell every instance which waiter that is, and who is next. */
+  #handOn(keys: LockKeys, handOn: HandOn): string {
+    const woken = this.#firstLive(keys.waiters, true);
+    let next = '';
+    if (woken !== '') {
+      this.#reservations.set(keys.reserved, { owner: woken, expiresAt: now() + handOn.reservation });
+      next = this.#firstLive(keys.waiters, false);
+    }
+    if (woken !== '' || handOn.announce) {
+      const message = next === '' ? woken : `${woken} ${next}`;
+      // Redis delivers a PUBLISH after the script's reply; so does this.
+      setImmediate(() => this.#hub.deliver(keys.channel, message));
+    }
     return woken;
   }
 
-  async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
+  /** End `owner`'s lease and hand on, as lua/lib/hand-on.lua's end_lease does. */
+  #endLease(keys: LockKeys, owner: string, handOn: HandOn): ReleaseReply {
     const held = this.#live(keys.lock);
-    if (!held) return 'expired';
-    if (held.owner !== owner) return 'not-owner';
-    this.#leases.delete(keys.lock);
-    this.#handOn(keys);
-    return 'released';
+    const marker = releaseMarker(keys, owner);
+    if (held?.owner === owner) {
+      this.#leases.delete(keys.lock);
+      this.#markers.set(marker, { expiresAt: now() + handOn.markerTtl });
+      this.#handOn(keys, handOn);
+      return 'released';
+    }
+    if (unexpired(this.#markers, marker)) return 'released';
+    if (held) return 'not-owner';
+    if (!this.#reservation(keys.reserved)) this.#handOn(keys, handOn);
+    return 'expired';
   }
 
-  async forceRelease(keys: LockKeys): Promise<ForceReleaseReply> {
+  async release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+    return this.#endLease(keys, owner, handOn);
+  }
+
+  async forceRelease(keys: LockKeys, handOn: HandOn): Promise<ForceReleaseReply> {
     const held = this.#live(keys.lock);
     if (!held) return { result: 'not-held' };
     this.#leases.delete(keys.lock);
-    const woken = this.#handOn(keys);
-    return { result: 'released', owner: held.owner, woken: woken === '' ? null : woken };
+    const woken = this.#handOn(keys, handOn);
+    return { result: 'released', owner: held.owner, holder: held.holder, woken: woken === '' ? null : woken };
   }
 
   async queued(keys: LockKeys, limit: number): Promise<QueueState> {
-    const waiters = [...(this.#waiters.get(keys.waiters) ?? [])];
+    const waiters = [...(this.#waiters.get(keys.waiters)?.keys() ?? [])];
     const reserved = this.#reservation(keys.reserved);
     return {
       count: waiters.length,
       first: waiters.slice(0, Math.max(0, limit)),
-      reserved: reserved ? { owner: reserved.owner, pttl: Math.max(0, Math.ceil(reserved.expiresAt - now())) } : null,
+      reserved: reserved ? { owner: reserved.owner, pttl: left(reserved) } : null,
     };
   }
 
@@ -190,11 +252,11 @@ export class MemoryStore implements Store {
     }
   }
 
-  async leave(keys: LockKeys, owner: string): Promise<void> {
+  async leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
     this.#unqueue(keys.waiters, owner);
     if (this.#reservation(keys.reserved)?.owner !== owner) return;
     this.#reservations.delete(keys.reserved);
-    if (!this.#live(keys.lock)) this.#handOn(keys);
+    if (!this.#live(keys.lock)) this.#handOn(keys, handOn);
   }
 
   async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
@@ -205,35 +267,43 @@ export class MemoryStore implements Store {
     return 'extended';
   }
 
-  async raiseFence(keys: LockKeys, fence: number): Promise<number> {
-    const raised = Math.max(this.#fences.get(keys.fence) ?? 0, fence);
-    this.#fences.set(keys.fence, raised);
-    return raised;
+  async raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
+    const current = this.#fence(keys.fence);
+    if (fence <= current) return current;
+    this.#fences.set(keys.fence, { value: fence, expiresAt: now() + retention });
+    return fence;
   }
 
-  async inspect(keys: LockKeys): Promise<LockState> {
+  async inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
     const held = this.#live(keys.lock);
-    return {
+    const state: LockState = {
       owner: held?.owner ?? null,
-      pttl: held ? Math.max(0, Math.ceil(held.expiresAt - now())) : -2,
-      fence: this.#fences.get(keys.fence) ?? 0,
+      pttl: held ? left(held) : -2,
+      fence: this.#fence(keys.fence),
+      holder: held?.holder ?? null,
     };
+    if (formerOwner === undefined) return state;
+    return { ...state, released: unexpired(this.#markers, releaseMarker(keys, formerOwner)) !== undefined };
   }
 
   async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
-    const last = this.#ticks.get(keys.tick);
-    if (request.tick !== null && last !== undefined && last >= request.tick) {
-      return { claimed: false, reason: 'already-ran', lastTick: last };
-    }
-    // No await from the checks to the writes: the claim is one step, as the script is.
     const holder = this.#live(keys.lock);
-    if (holder) return { claimed: false, reason: 'locked', pttl: Math.max(0, Math.ceil(holder.expiresAt - now())) };
-    this.#leases.set(keys.lock, { owner: request.owner, expiresAt: now() + request.ttl });
-    const fence = (this.#fences.get(keys.fence) ?? 0) + 1;
-    this.#fences.set(keys.fence, fence);
+    if (holder?.owner === request.owner) {
+      return { claimed: true, fence: holder.holder.token, startedAt: holder.holder.takenAt };
+    }
+    const at = Date.now();
+    if (request.tick !== null) {
+      if (request.tick > at + request.clockTolerance) return { claimed: false, reason: 'clock-skew', now: at };
+      const last = this.#ticks.get(keys.tick);
+      if (last !== undefined && last >= request.tick) return { claimed: false, reason: 'already-ran', lastTick: last };
+    }
+    if (holder) return { claimed: false, reason: 'locked', pttl: left(holder) };
+    const reserved = this.#reservation(keys.reserved);
+    if (reserved) return { claimed: false, reason: 'locked', pttl: left(reserved) };
+    const lease = this.#grant(keys, request.owner, request.ttl, 0, request.instance, request.fenceRetention);
+    const fence = lease.holder.token;
+    const startedAt = lease.holder.takenAt;
     if (request.tick !== null) this.#ticks.set(keys.tick, request.tick);
-    // Date.now() stands in for the server's TIME: one process, one clock.
-    const startedAt = Date.now();
     const runs = this.#runs.get(keys.runs) ?? [];
     runs.push({
       fence,
@@ -258,23 +328,21 @@ export class MemoryStore implements Store {
       runs[i] = { ...run, finishedAt: at, outcome: request.outcome, error: request.error };
     }
     const held = this.#live(keys.lock);
-    if (!held) return { lease: 'expired' };
-    if (held.owner !== request.owner) return { lease: 'not-owner' };
-    const remaining = request.startedAt + request.lockAtLeastFor - at;
-    if (remaining > 0) {
-      held.expiresAt = now() + remaining;
-      return { lease: 'kept', remaining };
+    if (held?.owner === request.owner) {
+      const remaining = request.startedAt + request.lockAtLeastFor - at;
+      if (remaining > 0) {
+        held.expiresAt = now() + remaining;
+        return { lease: 'kept', remaining };
+      }
     }
-    this.#leases.delete(keys.lock);
-    setImmediate(() => this.#hub.deliver(keys.channel, ''));
-    return { lease: 'released' };
+    return { lease: this.#endLease(keys, request.owner, request.handOn) };
   }
 
   async readJob(keys: JobKeys, limit: number): Promise<JobState> {
     const runs = this.#runs.get(keys.runs) ?? [];
     return {
       held: this.#live(keys.lock) !== undefined,
-      fence: this.#fences.get(keys.fence) ?? 0,
+      fence: this.#fence(keys.fence),
       lastTick: this.#ticks.get(keys.tick) ?? null,
       runs: runs.slice(-limit).reverse(),
     };

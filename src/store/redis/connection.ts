@@ -1,3 +1,7 @@
+import { describeError } from '../../core/errors.js';
+
+export { describeError };
+
 /**
  * What the Redis store needs from a client library. Each library (ioredis, node-redis) is one
  * adapter file that implements this; nothing above it knows which library is in use.
@@ -11,8 +15,20 @@ export interface RedisConnection {
   eval(source: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
   /** Server major version (from INFO server), to decide between PUBLISH and SPUBLISH. */
   serverMajorVersion(): Promise<number>;
+  /** INFO `section` of every master behind the client (one for a standalone or Sentinel client). */
+  infoOfMasters(section: string): Promise<string[]>;
   /** A subscriber on its own connection, opened on first use and closed by `close()`. */
   openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber;
+  /**
+   * The client's connection failure while it is down, or undefined while it is up (or it cannot
+   * tell): a call made now would only wait for a reconnection that is being refused. Its message
+   * names the address.
+   */
+  down(): Error | undefined;
+  /** The last connection error the client reported, if any (the `cause` of an unanswered call). */
+  lastError(): unknown;
+  /** Where the client connects, for messages: 'host:port' or a list. */
+  readonly address: string;
 }
 
 export interface Subscriber {
@@ -21,14 +37,35 @@ export interface Subscriber {
   close(): Promise<void>;
 }
 
-/** True when an error is a Redis error reply (the server answered), as opposed to a connection failure. */
+/** Class names of the error replies of ioredis (redis-errors) and node-redis (whose `name` stays 'Error'). */
+const REPLY_CLASSES = new Set(['ReplyError', 'ErrorReply', 'SimpleError', 'BlobError', 'MultiErrorReply']);
+
+/** An error reply's first word is its code in capitals: ERR, WRONGTYPE, OOM, NOPERM, CROSSSLOT… */
+const REPLY_TEXT = /^[A-Z][A-Z0-9_-]+ /;
+
+/**
+ * True when an error is a Redis error reply (the server answered), as opposed to a connection
+ * failure. Decided by the error's class (its prototype chain: node-redis error replies keep
+ * `name === 'Error'`) and, for a client that wraps replies otherwise, by the reply's shape.
+ */
 export function isReplyError(error: unknown): error is Error {
   if (!(error instanceof Error)) return false;
-  const name = error.name;
-  return name === 'ReplyError' || name === 'ErrorReply' || name === 'SimpleError' || name === 'BlobError';
+  for (
+    let p: object | null = Object.getPrototypeOf(error);
+    p !== null && p !== Error.prototype;
+    p = Object.getPrototypeOf(p)
+  ) {
+    const ctor = (p as { constructor?: { name?: unknown } }).constructor;
+    if (typeof ctor?.name === 'string' && REPLY_CLASSES.has(ctor.name)) return true;
+  }
+  return REPLY_CLASSES.has(error.name) || (error.constructor === Error && REPLY_TEXT.test(error.message));
 }
 
-/** Replies that mean the server is there but cannot serve now: treat as unavailable, not as a bug. */
+/**
+ * Replies that mean the server is there but cannot serve this now (loading, failing over, a
+ * replica, a moved slot): treated as unavailable, since trying elsewhere or later is the remedy.
+ * Every other error reply (OOM, WRONGTYPE, NOPERM, CROSSSLOT, ERR …) is a store error.
+ */
 const UNAVAILABLE_REPLIES = /^(LOADING|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|READONLY|BUSY|NOREPLICAS|MOVED|ASK)\b/;
 
 export function isUnavailableReply(error: Error): boolean {
@@ -37,4 +74,21 @@ export function isUnavailableReply(error: Error): boolean {
 
 export function isNoScript(error: unknown): boolean {
   return error instanceof Error && /NOSCRIPT/.test(error.message);
+}
+
+/** Connection errors after which a reconnection is refused outright, rather than slow. */
+const REFUSED = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ECONNRESET',
+  'EPIPE',
+]);
+
+export function isRefusal(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && REFUSED.has(code)) return true;
+  return error instanceof AggregateError && error.errors.some(isRefusal);
 }

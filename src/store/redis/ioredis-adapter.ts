@@ -1,8 +1,12 @@
-import type { RedisConnection, Subscriber } from './connection.js';
+import { describeError, isRefusal, type RedisConnection, type Subscriber } from './connection.js';
+import { majorFromInfo } from './info.js';
 
 /** The parts of an ioredis `Redis` or `Cluster` this adapter uses (structural, so ioredis stays optional). */
 export interface IORedisLike {
   readonly isCluster: boolean;
+  /** 'wait', 'connecting', 'connect', 'ready', 'reconnecting', 'close' or 'end'. */
+  readonly status: string;
+  readonly options?: unknown;
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(source: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   info(section: string): Promise<string>;
@@ -12,7 +16,14 @@ export interface IORedisLike {
   ssubscribe(...channels: string[]): Promise<unknown>;
   sunsubscribe(...channels: string[]): Promise<unknown>;
   on(event: string, listener: (...args: never[]) => void): unknown;
+  listenerCount(event: string): number;
   disconnect(): void;
+}
+
+/** An ioredis `Cluster`: its masters can be asked one by one. */
+interface IORedisClusterLike extends IORedisLike {
+  nodes(role: 'master'): IORedisLike[];
+  readonly startupNodes?: readonly unknown[];
 }
 
 export function isIORedis(client: unknown): client is IORedisLike {
@@ -20,21 +31,58 @@ export function isIORedis(client: unknown): client is IORedisLike {
   return typeof c === 'object' && c !== null && typeof c.evalsha === 'function' && typeof c.isCluster === 'boolean';
 }
 
-export function majorFromInfo(info: string): number {
-  const match = /redis_version:(\d+)/.exec(info);
-  return match?.[1] ? Number(match[1]) : 0;
+/** 'host:port' of a client, its Sentinel master name, or a cluster's startup nodes, for messages. */
+function addressOf(client: IORedisLike): string {
+  const o = (client.options ?? {}) as {
+    host?: unknown;
+    port?: unknown;
+    path?: unknown;
+    name?: unknown;
+    sentinels?: unknown;
+  };
+  if (client.isCluster) {
+    const nodes = (client as IORedisClusterLike).startupNodes ?? [];
+    return nodes
+      .map((n) => {
+        const node = n as { host?: unknown; port?: unknown } | string | number;
+        return typeof node === 'object'
+          ? `${String(node.host ?? '127.0.0.1')}:${String(node.port ?? 6379)}`
+          : String(node);
+      })
+      .join(',');
+  }
+  if (Array.isArray(o.sentinels) && typeof o.name === 'string') return `sentinel master ${o.name}`;
+  if (typeof o.path === 'string') return o.path;
+  return `${String(o.host ?? '127.0.0.1')}:${String(o.port ?? 6379)}`;
 }
 
 export class IORedisConnection implements RedisConnection {
   readonly kind = 'ioredis';
   readonly cluster: boolean;
+  readonly address: string;
   readonly #client: IORedisLike;
   readonly #onError: (error: unknown) => void;
+  #lastError: unknown;
+  /** A connection error since the client was last ready: calls made now only wait for a reconnection. */
+  #failed = false;
 
   constructor(client: IORedisLike, onError: (error: unknown) => void) {
     this.#client = client;
     this.cluster = client.isCluster;
+    this.address = addressOf(client);
     this.#onError = onError;
+    const onConnectionError = (error: unknown) => {
+      this.#lastError = error;
+      this.#failed = true;
+      // ioredis prints an error event nobody listens to; our listener must not silence that.
+      if (client.listenerCount('error') === 1) {
+        console.error('[ioredis] Unhandled error event:', error instanceof Error ? error.stack : error);
+      }
+    };
+    client.on('error', onConnectionError as (...args: never[]) => void);
+    client.on('ready', (() => {
+      this.#failed = false;
+    }) as (...args: never[]) => void);
   }
 
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
@@ -47,6 +95,22 @@ export class IORedisConnection implements RedisConnection {
 
   async serverMajorVersion(): Promise<number> {
     return majorFromInfo(await this.#client.info('server'));
+  }
+
+  async infoOfMasters(section: string): Promise<string[]> {
+    if (!this.cluster) return [await this.#client.info(section)];
+    return Promise.all((this.#client as IORedisClusterLike).nodes('master').map((node) => node.info(section)));
+  }
+
+  down(): Error | undefined {
+    const status = this.#client.status;
+    if (status === 'end') return new Error(`the ioredis client for ${this.address} was closed (quit or disconnect)`);
+    if (status === 'ready' || !this.#failed || !isRefusal(this.#lastError)) return undefined;
+    return new Error(`cannot reach ${this.address}: ${describeError(this.#lastError)}`, { cause: this.#lastError });
+  }
+
+  lastError(): unknown {
+    return this.#failed ? this.#lastError : undefined;
   }
 
   openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber {

@@ -1,11 +1,13 @@
-import type { RedisConnection, Subscriber } from './connection.js';
-import { majorFromInfo } from './ioredis-adapter.js';
+import { describeError, isRefusal, type RedisConnection, type Subscriber } from './connection.js';
+import { majorFromInfo } from './info.js';
 
 type Listener = (message: string, channel: string) => void;
 
 /** The parts of a node-redis client (v4 and later) this adapter uses. */
 interface NodeRedisCommon {
   readonly isOpen: boolean;
+  readonly isReady?: boolean;
+  readonly options?: unknown;
   duplicate(): NodeRedisCommon;
   connect(): Promise<unknown>;
   on(event: string, listener: (...args: never[]) => void): unknown;
@@ -24,6 +26,8 @@ export interface NodeRedisClientLike extends NodeRedisCommon {
 export interface NodeRedisClusterLike extends NodeRedisCommon {
   sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
   getSlotMaster(slot: number): unknown;
+  readonly masters: readonly unknown[];
+  nodeClient(node: unknown): Promise<NodeRedisClientLike> | NodeRedisClientLike;
 }
 
 /** A node-redis Sentinel client (`createSentinel`): commands go to the current master. */
@@ -47,16 +51,70 @@ function isSentinel(client: NodeRedisLike): client is NodeRedisSentinelLike {
   return typeof (client as Partial<NodeRedisSentinelLike>).getMasterNode === 'function';
 }
 
+/** 'host:port' of a client, or the root nodes of a cluster, for messages. */
+function addressOf(client: NodeRedisLike): string {
+  const o = (client.options ?? {}) as {
+    url?: unknown;
+    socket?: { host?: unknown; port?: unknown; path?: unknown };
+    rootNodes?: readonly { url?: unknown; socket?: { host?: unknown; port?: unknown } }[];
+    name?: unknown;
+  };
+  if (Array.isArray(o.rootNodes)) {
+    return o.rootNodes
+      .map((n) =>
+        typeof n.url === 'string'
+          ? n.url
+          : `${String(n.socket?.host ?? 'localhost')}:${String(n.socket?.port ?? 6379)}`,
+      )
+      .join(',');
+  }
+  if (typeof o.name === 'string' && isSentinel(client)) return `sentinel master ${o.name}`;
+  if (typeof o.url === 'string') return o.url.replace(/\/\/[^@/]*@/, '//');
+  if (typeof o.socket?.path === 'string') return o.socket.path;
+  return `${String(o.socket?.host ?? 'localhost')}:${String(o.socket?.port ?? 6379)}`;
+}
+
 export class NodeRedisConnection implements RedisConnection {
   readonly kind = 'node-redis';
   readonly cluster: boolean;
+  readonly address: string;
   readonly #client: NodeRedisLike;
   readonly #onError: (error: unknown) => void;
+  #lastError: unknown;
+  #failed = false;
 
   constructor(client: NodeRedisLike, onError: (error: unknown) => void) {
     this.#client = client;
     this.cluster = isCluster(client);
+    this.address = addressOf(client);
     this.#onError = onError;
+    // node-redis requires its user to listen for 'error'; ours only remembers the last one.
+    client.on('error', ((error: unknown) => {
+      this.#lastError = error;
+      this.#failed = true;
+    }) as (...args: never[]) => void);
+    client.on('ready', (() => {
+      this.#failed = false;
+    }) as (...args: never[]) => void);
+  }
+
+  down(): Error | undefined {
+    const client = this.#client;
+    if (!client.isOpen) return new Error(`the node-redis client for ${this.address} is not open (connect() it first)`);
+    if (client.isReady !== false || !this.#failed || !isRefusal(this.#lastError)) return undefined;
+    return new Error(`cannot reach ${this.address}: ${describeError(this.#lastError)}`, { cause: this.#lastError });
+  }
+
+  lastError(): unknown {
+    return this.#failed ? this.#lastError : undefined;
+  }
+
+  async infoOfMasters(section: string): Promise<string[]> {
+    const client = this.#client;
+    if (!isCluster(client)) return [String(await this.#send(undefined, ['INFO', section]))];
+    return Promise.all(
+      client.masters.map(async (node) => String(await (await client.nodeClient(node)).sendCommand(['INFO', section]))),
+    );
   }
 
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {

@@ -1,18 +1,19 @@
-import { DEFAULTS } from '../../core/defaults.js';
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey, releaseMarker } from '../keys.js';
 import {
   type AcquireReply,
+  type AcquireRequest,
   type ClaimReply,
   type ClaimRequest,
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
   type ForceReleaseReply,
+  type HandOn,
+  type Holder,
   type JobState,
   type LockState,
-  type QueueMode,
   type QueueState,
   type ReleaseReply,
   STORE,
@@ -20,18 +21,37 @@ import {
   type StoredOutcome,
   type StoredRun,
 } from '../port.js';
-import { isReplyError, isUnavailableReply, type RedisConnection, type Subscriber } from './connection.js';
+import {
+  describeError,
+  isReplyError,
+  isUnavailableReply,
+  type RedisConnection,
+  type Subscriber,
+} from './connection.js';
+import { infoField } from './info.js';
 import { runScript } from './run-script.js';
 import { SCRIPTS, type Script } from './scripts.js';
 
-/** Turn whatever a client library threw into a LockError that says what happened. */
-export function storeError(kind: string, action: string, error: unknown): LockError {
+/**
+ * Turn whatever a client library threw into a LockError that says what happened: an error reply
+ * from a live server is a store error (never "unavailable", so `whenUnavailable: 'run'` cannot
+ * run work unlocked because of, say, OOM); a connection failure is unavailable, with the client's
+ * last connection error as its cause.
+ */
+export function storeError(connection: RedisConnection, action: string, error: unknown): LockError {
   if (error instanceof LockError) return error;
   if (isReplyError(error) && !isUnavailableReply(error)) {
-    return new LockError(ErrorCode.STORE, `${kind}: ${action} failed: ${error.message}`, { cause: error });
+    return new LockError(ErrorCode.STORE, `${connection.kind}: ${action} failed: ${error.message}`, { cause: error });
   }
-  const detail = error instanceof Error ? error.message : String(error);
-  return new RedisUnavailableError(`${kind}: ${action} failed: ${detail}`, { cause: error });
+  if (isReplyError(error)) {
+    return new RedisUnavailableError(`${connection.kind}: ${action} failed: ${error.message}`, { cause: error });
+  }
+  const last = connection.lastError();
+  const cause = last ?? error;
+  const detail = describeError(error);
+  const why =
+    last === undefined || last === error ? detail : `${detail} (last connection error: ${describeError(last)})`;
+  return new RedisUnavailableError(`${connection.kind}: ${action} on ${connection.address} failed: ${why}`, { cause });
 }
 
 function integer(reply: unknown, script: Script): number {
@@ -54,6 +74,8 @@ function storedRun(member: unknown): StoredRun {
   }
   const r = (value ?? {}) as Record<string, unknown>;
   const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+  // The fencing token is written as a decimal string (a JSON number in Lua would lose digits).
+  if (typeof r.fence === 'string' && /^\d+$/.test(r.fence)) r.fence = Number(r.fence);
   const numOrNull = (v: unknown) => v === null || v === undefined || num(v);
   if (
     !num(r.fence) ||
@@ -85,6 +107,18 @@ function unexpected(script: Script, reply: unknown): LockError {
   return new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
 }
 
+/** A lock key's value: '<owner> <token> <taken-at> <instance>' (see lua/lib/lease.lua). */
+export function parseLockValue(value: string): { owner: string; holder: Holder | null } {
+  const match = /^(\S+) (\d+) (\d+) ([\s\S]*)$/.exec(value);
+  if (!match) return { owner: value, holder: null };
+  return {
+    owner: match[1] as string,
+    holder: { token: Number(match[2]), takenAt: Number(match[3]), instance: match[4] as string },
+  };
+}
+
+const QUEUE_MODE = { join: '1', member: '2' } as const;
+
 /** The Store port on Redis: one Lua script per state change, run through one runner. */
 export class RedisStore implements Store {
   readonly [STORE] = true;
@@ -105,14 +139,31 @@ export class RedisStore implements Store {
   }
 
   #run(script: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    // A client whose reconnections are being refused would only queue the call: say so at once.
+    const down = this.#connection.down();
+    if (down)
+      return Promise.reject(
+        new RedisUnavailableError(`${this.kind}: ${script.name} failed: ${down.message}`, {
+          cause: down.cause ?? down,
+        }),
+      );
     return runScript(this.#connection, script, keys, args).catch((error: unknown) => {
-      throw storeError(this.kind, script.name, error);
+      throw storeError(this.#connection, script.name, error);
     });
+  }
+
+  /** The last connection error of the client, for a call that got no answer in time. */
+  lastError(): unknown {
+    return this.#connection.lastError();
+  }
+
+  get address(): string {
+    return this.#connection.address;
   }
 
   /** Cluster on Redis ≥ 7 publishes on the lock's own shard (SPUBLISH); elsewhere plain PUBLISH. */
   #publishCommand(): Promise<string> {
-    if (!this.#connection.cluster) return Promise.resolve('PUBLISH');
+    if (this.#publishKnown !== undefined) return Promise.resolve(this.#publishKnown);
     this.#publish ??= this.#connection.serverMajorVersion().then(
       (major) => {
         this.#publishKnown = major >= 7 ? 'SPUBLISH' : 'PUBLISH';
@@ -120,7 +171,7 @@ export class RedisStore implements Store {
       },
       (error: unknown) => {
         this.#publish = undefined;
-        throw storeError(this.kind, 'INFO server', error);
+        throw storeError(this.#connection, 'INFO server', error);
       },
     );
     return this.#publish;
@@ -130,40 +181,51 @@ export class RedisStore implements Store {
     return this.#publishCommand().then((cmd) => cmd === 'SPUBLISH');
   }
 
-  async acquire(keys: LockKeys, owner: string, ttl: number, minFence = 0, queue?: QueueMode): Promise<AcquireReply> {
+  /** The arguments every hand-on takes, after the publish command and channel. */
+  #handOnArgs(keys: LockKeys, publish: string, handOn: HandOn): (string | number)[] {
+    return [publish, keys.channel, handOn.reservation];
+  }
+
+  async acquire(keys: LockKeys, r: AcquireRequest): Promise<AcquireReply> {
     const reply = await this.#run(
       SCRIPTS.acquire,
-      [keys.lock, keys.fence, keys.waiters, keys.reserved],
-      [owner, ttl, minFence, queue === 'member' ? '2' : queue === 'join' ? '1' : '0'],
+      [keys.lock, keys.fence, keys.waiters, keys.alive, keys.reserved],
+      [
+        r.owner,
+        r.ttl,
+        r.minFence,
+        r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
+        r.instance,
+        r.fenceRetention,
+        r.waiterLease,
+      ],
     );
-    if (!Array.isArray(reply) || reply.length !== 2) {
-      throw new LockError(ErrorCode.STORE, `unexpected reply from acquire: ${JSON.stringify(reply)}`);
-    }
+    if (!Array.isArray(reply) || reply.length !== 2) throw unexpected(SCRIPTS.acquire, reply);
     const value = integer(reply[1], SCRIPTS.acquire);
     return integer(reply[0], SCRIPTS.acquire) === 1
       ? { acquired: true, fence: value }
       : { acquired: false, pttl: value };
   }
 
-  async release(keys: LockKeys, owner: string): Promise<ReleaseReply> {
+  async release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply> {
     const publish = this.#publishKnown ?? (await this.#publishCommand());
     const code = integer(
       await this.#run(
         SCRIPTS.release,
-        [keys.lock, keys.waiters, keys.reserved],
-        [owner, publish, keys.channel, DEFAULTS.reservation],
+        [keys.lock, keys.waiters, keys.alive, keys.reserved, releaseMarker(keys, owner)],
+        [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.markerTtl, handOn.announce ? '1' : '0'],
       ),
       SCRIPTS.release,
     );
     return code === 1 ? 'released' : code === 0 ? 'expired' : 'not-owner';
   }
 
-  async leave(keys: LockKeys, owner: string): Promise<void> {
+  async leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
     const publish = this.#publishKnown ?? (await this.#publishCommand());
     await this.#run(
       SCRIPTS.leave,
-      [keys.lock, keys.waiters, keys.reserved],
-      [owner, publish, keys.channel, DEFAULTS.reservation],
+      [keys.lock, keys.waiters, keys.alive, keys.reserved],
+      [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
     );
   }
 
@@ -172,44 +234,55 @@ export class RedisStore implements Store {
     return code === 1 ? 'extended' : code === 0 ? 'expired' : 'not-owner';
   }
 
-  async raiseFence(keys: LockKeys, fence: number): Promise<number> {
-    return integer(await this.#run(SCRIPTS.raiseFence, [keys.fence], [fence]), SCRIPTS.raiseFence);
+  async raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
+    return integer(await this.#run(SCRIPTS.raiseFence, [keys.fence], [fence, retention]), SCRIPTS.raiseFence);
   }
 
-  async inspect(keys: LockKeys): Promise<LockState> {
-    const reply = await this.#run(SCRIPTS.inspect, [keys.lock, keys.fence], []);
-    if (!Array.isArray(reply) || reply.length !== 3) {
-      throw new LockError(ErrorCode.STORE, `unexpected reply from inspect: ${JSON.stringify(reply)}`);
-    }
-    const [owner, pttl, fence] = reply as [unknown, unknown, unknown];
-    return {
-      owner: typeof owner === 'string' ? owner : null,
+  async inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
+    const lockKeysToRead = [keys.lock, keys.fence];
+    if (formerOwner !== undefined) lockKeysToRead.push(releaseMarker(keys, formerOwner));
+    const reply = await this.#run(SCRIPTS.inspect, lockKeysToRead, []);
+    if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(SCRIPTS.inspect, reply);
+    const [value, pttl, fence, released] = reply as [unknown, unknown, unknown, unknown];
+    const parsed = typeof value === 'string' ? parseLockValue(value) : null;
+    const state: LockState = {
+      owner: parsed?.owner ?? null,
       pttl: integer(pttl, SCRIPTS.inspect),
       fence: integer(fence, SCRIPTS.inspect),
+      holder: parsed?.holder ?? null,
     };
+    return formerOwner === undefined ? state : { ...state, released: integer(released, SCRIPTS.inspect) === 1 };
   }
 
   async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
     const reply = await this.#run(
       SCRIPTS.claimTick,
-      [keys.lock, keys.fence, keys.tick, keys.runs],
-      [request.owner, request.ttl, request.tick ?? '', request.instance, request.historyLimit],
+      [keys.lock, keys.fence, keys.tick, keys.runs, keys.reserved],
+      [
+        request.owner,
+        request.ttl,
+        request.tick ?? '',
+        request.instance,
+        request.historyLimit,
+        request.fenceRetention,
+        request.clockTolerance,
+      ],
     );
-    if (!Array.isArray(reply) || reply.length < 2) {
-      throw new LockError(ErrorCode.STORE, `unexpected reply from claim-tick: ${JSON.stringify(reply)}`);
-    }
+    if (!Array.isArray(reply) || reply.length < 2) throw unexpected(SCRIPTS.claimTick, reply);
     const code = integer(reply[0], SCRIPTS.claimTick);
     const value = integer(reply[1], SCRIPTS.claimTick);
     if (code === 1) return { claimed: true, fence: value, startedAt: integer(reply[2], SCRIPTS.claimTick) };
     if (code === 0) return { claimed: false, reason: 'locked', pttl: value };
+    if (code === -2) return { claimed: false, reason: 'clock-skew', now: value };
     return { claimed: false, reason: 'already-ran', lastTick: value };
   }
 
   async finishTick(keys: JobKeys, request: FinishRequest): Promise<FinishReply> {
-    const publish = await this.#publishCommand();
+    const publish = this.#publishKnown ?? (await this.#publishCommand());
+    const { handOn } = request;
     const reply = await this.#run(
       SCRIPTS.finishTick,
-      [keys.lock, keys.runs],
+      [keys.lock, keys.runs, keys.waiters, keys.alive, keys.reserved, releaseMarker(keys, request.owner)],
       [
         request.owner,
         request.fence,
@@ -217,13 +290,12 @@ export class RedisStore implements Store {
         request.outcome,
         request.error ?? '',
         request.lockAtLeastFor,
-        publish,
-        keys.channel,
+        ...this.#handOnArgs(keys, publish, handOn),
+        handOn.markerTtl,
+        handOn.announce ? '1' : '0',
       ],
     );
-    if (!Array.isArray(reply) || reply.length !== 2) {
-      throw new LockError(ErrorCode.STORE, `unexpected reply from finish-tick: ${JSON.stringify(reply)}`);
-    }
+    if (!Array.isArray(reply) || reply.length !== 2) throw unexpected(SCRIPTS.finishTick, reply);
     const code = integer(reply[0], SCRIPTS.finishTick);
     if (code === 1) return { lease: 'kept', remaining: integer(reply[1], SCRIPTS.finishTick) };
     return { lease: code === 2 ? 'released' : code === 0 ? 'expired' : 'not-owner' };
@@ -231,9 +303,7 @@ export class RedisStore implements Store {
 
   async readJob(keys: JobKeys, limit: number): Promise<JobState> {
     const reply = await this.#run(SCRIPTS.readJob, [keys.lock, keys.fence, keys.tick, keys.runs], [limit]);
-    if (!Array.isArray(reply) || reply.length < 3) {
-      throw new LockError(ErrorCode.STORE, `unexpected reply from read-job: ${JSON.stringify(reply)}`);
-    }
+    if (!Array.isArray(reply) || reply.length < 3) throw unexpected(SCRIPTS.readJob, reply);
     const lastTick = integer(reply[2], SCRIPTS.readJob);
     return {
       held: integer(reply[0], SCRIPTS.readJob) === 1,
@@ -260,7 +330,7 @@ export class RedisStore implements Store {
       cursor = String(reply[0]);
       for (const key of reply[1] as unknown[]) {
         // A lock key ends with the brace that closes its name; the fencing counter, queue,
-        // reservation, tick marker and history all end with their own suffix.
+        // reservation, markers, tick marker and history all end with their own suffix.
         const name = typeof key === 'string' ? nameFromLockKey(prefix, key) : null;
         if (name === null || seen.has(name)) continue;
         seen.add(name);
@@ -269,21 +339,22 @@ export class RedisStore implements Store {
     } while (cursor !== '0');
   }
 
-  async forceRelease(keys: LockKeys): Promise<ForceReleaseReply> {
+  async forceRelease(keys: LockKeys, handOn: HandOn): Promise<ForceReleaseReply> {
     const publish = this.#publishKnown ?? (await this.#publishCommand());
     const reply = await this.#run(
       SCRIPTS.forceRelease,
-      [keys.lock, keys.waiters, keys.reserved],
-      [publish, keys.channel, DEFAULTS.reservation],
+      [keys.lock, keys.waiters, keys.alive, keys.reserved],
+      [...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
     );
     if (!Array.isArray(reply) || reply.length < 1) throw unexpected(SCRIPTS.forceRelease, reply);
     const code = integer(reply[0], SCRIPTS.forceRelease);
     if (code === 0) return { result: 'not-held' };
-    const [, owner, woken] = reply as unknown[];
-    if (code !== 1 || typeof owner !== 'string' || typeof woken !== 'string') {
+    const [, value, woken] = reply as unknown[];
+    if (code !== 1 || typeof value !== 'string' || typeof woken !== 'string') {
       throw unexpected(SCRIPTS.forceRelease, reply);
     }
-    return { result: 'released', owner, woken: woken === '' ? null : woken };
+    const { owner, holder } = parseLockValue(value);
+    return { result: 'released', owner, holder, woken: woken === '' ? null : woken };
   }
 
   async queued(keys: LockKeys, limit: number): Promise<QueueState> {
@@ -297,6 +368,16 @@ export class RedisStore implements Store {
     };
   }
 
+  async evictionPolicies(): Promise<readonly (string | null)[]> {
+    let infos: string[];
+    try {
+      infos = await this.#connection.infoOfMasters('memory');
+    } catch (error) {
+      throw storeError(this.#connection, 'INFO memory', error);
+    }
+    return infos.map((info) => infoField(info, 'maxmemory_policy') ?? null);
+  }
+
   async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
     if (!this.#hub) {
       const sharded = await this.sharded;
@@ -306,7 +387,9 @@ export class RedisStore implements Store {
         this.#hub = new ChannelHub(
           {
             subscribe: (ch) =>
-              subscriber.subscribe(ch).catch((e: unknown) => Promise.reject(storeError(this.kind, 'SUBSCRIBE', e))),
+              subscriber
+                .subscribe(ch)
+                .catch((e: unknown) => Promise.reject(storeError(this.#connection, 'SUBSCRIBE', e))),
             unsubscribe: (ch) => subscriber.unsubscribe(ch),
           },
           this.#onError,

@@ -4,9 +4,10 @@ import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
 import finishTickSource from './lua/finish-tick.lua';
 import forceReleaseSource from './lua/force-release.lua';
-import handOnSource from './lua/hand-on.lua';
 import inspectSource from './lua/inspect.lua';
 import leaveSource from './lua/leave.lua';
+import handOnLib from './lua/lib/hand-on.lua';
+import leaseLib from './lua/lib/lease.lua';
 import queuedSource from './lua/queued.lua';
 import raiseFenceSource from './lua/raise-fence.lua';
 import readJobSource from './lua/read-job.lua';
@@ -20,27 +21,40 @@ export interface Script {
   readonly sha: string;
 }
 
-function script(name: string, source: string): Script {
-  return Object.freeze({ name, source, sha: createHash('sha1').update(source).digest('hex') });
+/** The shared steps a script may include, by the path its `-- include:` line names. */
+const LIBRARY: Readonly<Record<string, string>> = {
+  'lib/lease.lua': leaseLib,
+  'lib/hand-on.lua': handOnLib,
+};
+
+const INCLUDE = /^-- include: (\S+)$/gm;
+
+/** A script's source with each `-- include: lib/…` line replaced by that file, as Redis will run it. */
+export function resolveIncludes(name: string, source: string): string {
+  return source.replace(INCLUDE, (_, path: string) => {
+    const lib = LIBRARY[path];
+    if (lib === undefined) throw new Error(`${name}.lua includes ${path}, which is not in the Lua library`);
+    return lib.trimEnd();
+  });
 }
 
-/** Scripts that hand a freed lock to the next waiter share one Lua function, put in front of them. */
-function handingOn(source: string): string {
-  return `${handOnSource}\n${source}`;
+function script(name: string, source: string): Script {
+  const resolved = resolveIncludes(name, source);
+  return Object.freeze({ name, source: resolved, sha: createHash('sha1').update(resolved).digest('hex') });
 }
 
 /** One script per state change; see each file's header for KEYS, ARGV and every return code. */
 export const SCRIPTS = Object.freeze({
   acquire: script('acquire', acquireSource),
-  release: script('release', handingOn(releaseSource)),
-  leave: script('leave', handingOn(leaveSource)),
+  release: script('release', releaseSource),
+  leave: script('leave', leaveSource),
   extend: script('extend', extendSource),
   raiseFence: script('raise-fence', raiseFenceSource),
   inspect: script('inspect', inspectSource),
   claimTick: script('claim-tick', claimTickSource),
   finishTick: script('finish-tick', finishTickSource),
   readJob: script('read-job', readJobSource),
-  forceRelease: script('force-release', handingOn(forceReleaseSource)),
+  forceRelease: script('force-release', forceReleaseSource),
   queued: script('queued', queuedSource),
   scanLocks: script('scan-locks', scanLocksSource),
 });

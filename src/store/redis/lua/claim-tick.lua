@@ -1,39 +1,60 @@
--- claim-tick: take a job's lock for one tick, unless the lock is held or this tick (or a later
--- one) was already claimed; record the tick and a 'running' history entry, in one step.
--- KEYS[1]  lock key        (value: owner token, PX: lockAtMostFor)
--- KEYS[2]  fencing counter (never expires, never deleted)
--- KEYS[3]  tick marker     (latest tick claimed, ms since the epoch; never expires)
--- KEYS[4]  run history     (sorted set: score = fencing token, member = run record as JSON)
+-- claim-tick: take a job's lock for one tick, unless the lock is held (or reserved for a waiter),
+-- this tick or a later one was already claimed, or the tick lies in the future by the server's
+-- clock; record the tick and a 'running' history entry, in one step. The lock is granted as
+-- acquire grants it (lib/lease.lua). Idempotent per owner token: a re-sent claim gets its claim back.
+-- include: lib/lease.lua
+-- KEYS[1]  lock key        (value: '<owner> <token> <taken-at> <instance>', PX: lockAtMostFor)
+-- KEYS[2]  fencing counter (the latest token; PX: the retention)
+-- KEYS[3]  tick marker     (latest tick claimed, ms since the epoch; no TTL: see keys.ts)
+-- KEYS[4]  run history     (sorted set: score = fencing token, member = run record as JSON; no TTL)
+-- KEYS[5]  reservation     (value: the owner token a release handed the lock to, PX)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in ms (lockAtMostFor)
 -- ARGV[3]  the tick's scheduled time in ms since the epoch, or '' for a run without tick identity
--- ARGV[4]  instance name, for the history
+-- ARGV[4]  instance label, for the lock and the history
 -- ARGV[5]  runs the history keeps
--- returns  {1, token, startedAt}  claimed; token is the new fencing token, startedAt the server's
---                                 TIME in ms (the run's start, ordered across clients)
---          {0, pttl}              locked: the lock is held; pttl is the holder's remaining lease
+-- ARGV[6]  retention of the fencing counter in ms
+-- ARGV[7]  ms a tick may lie ahead of the server's clock (a caller's clock running fast)
+-- returns  {1, token, startedAt}  claimed (or claimed already by this owner); token is the fencing
+--                                 token, startedAt the server's time of the claim in ms
+--          {0, pttl}              locked: the lock is held or reserved; pttl is how long that lasts
 --          {-1, lastTick}         already-ran: a tick at or after this one was already claimed
+--          {-2, now}              clock-skew: the tick is more than ARGV[7] ms after the server's
+--                                 time now; nothing changed
+local owner = ARGV[1]
+local held = redis.call('GET', KEYS[1])
+if owned_by(held, owner) then
+  local token, at = grant_of(held)
+  return {1, token, at}
+end
+local now_us, now_ms = server_now()
 local tick = ARGV[3]
 if tick ~= '' then
+  if tonumber(tick) > now_ms + tonumber(ARGV[7]) then
+    return {-2, now_ms}
+  end
   local last = redis.call('GET', KEYS[3])
   if last and tonumber(last) >= tonumber(tick) then
     return {-1, tonumber(last)}
   end
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+if held then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local token = redis.call('INCR', KEYS[2])
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  return {0, redis.call('PTTL', KEYS[5])}
+end
+local token = next_token(KEYS[2], now_us, 0)
+grant(KEYS[1], KEYS[2], owner, ARGV[2], token, now_ms, ARGV[4], ARGV[6])
 if tick ~= '' then
   redis.call('SET', KEYS[3], tick)
 end
-local time = redis.call('TIME')
-local startedAt = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- The token goes into the JSON as a string: cjson writes numbers with 14 significant digits.
 local record = {
-  fence = token,
+  fence = int(token),
   tick = cjson.null,
   instance = ARGV[4],
-  startedAt = startedAt,
+  startedAt = now_ms,
   finishedAt = cjson.null,
   outcome = 'running',
   error = cjson.null,
@@ -41,6 +62,6 @@ local record = {
 if tick ~= '' then
   record.tick = tonumber(tick)
 end
-redis.call('ZADD', KEYS[4], token, cjson.encode(record))
+redis.call('ZADD', KEYS[4], int(token), cjson.encode(record))
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[5]) + 1))
-return {1, token, startedAt}
+return {1, token, now_ms}

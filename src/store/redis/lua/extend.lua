@@ -1,16 +1,18 @@
--- extend: reset the lease to a new ttl only if this owner holds it.
+-- extend: reset the lease to a new ttl only if this owner holds it. Idempotent: a re-sent extend
+-- extends again, from later.
+-- include: lib/lease.lua
 -- KEYS[1]  lock key
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- returns  1   extended
 --          0   expired: no lock at all
 --          -1  not-owner: another owner holds the lock
-local current = redis.call('GET', KEYS[1])
-if current == ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if owned_by(held, ARGV[1]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if current == false then
+if held == false then
   return 0
 end
 return -1

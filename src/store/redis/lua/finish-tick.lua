@@ -1,6 +1,14 @@
--- finish-tick: record how a run ended, then end its lease while honouring lockAtLeastFor.
+-- finish-tick: record how a run ended, then end its lease while honouring lockAtLeastFor; a lease
+-- that ends is handed on exactly as release hands on a lock (lib/hand-on.lua). Idempotent per owner
+-- token: the record is written once, and a re-sent finish of a released lease answers released.
+-- include: lib/lease.lua
+-- include: lib/hand-on.lua
 -- KEYS[1]  lock key
 -- KEYS[2]  run history (sorted set: score = fencing token)
+-- KEYS[3]  waiters         (sorted set: owner token -> arrival)
+-- KEYS[4]  liveness        (hash: owner token -> deadline)
+-- KEYS[5]  reservation     (value: owner token, PX)
+-- KEYS[6]  this owner's release marker
 -- ARGV[1]  owner token
 -- ARGV[2]  the run's fencing token
 -- ARGV[3]  the run's startedAt (server ms, as claim-tick returned it)
@@ -9,14 +17,16 @@
 -- ARGV[6]  lockAtLeastFor in ms, counted from startedAt
 -- ARGV[7]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[8]  release channel
+-- ARGV[9]  reservation in ms for the waiter woken
+-- ARGV[10] life of the release marker in ms
+-- ARGV[11] '1' to publish '' when nobody is queued, else '0'
 -- returns  {1, remaining}  kept: still ours, lockAtLeastFor not over; the lease now ends in remaining ms
---          {2, 0}          released: deleted (and published)
---          {0, 0}          expired: no lock at all (the run is recorded all the same)
+--          {2, 0}          released: deleted and handed on (now, or by this owner's earlier call)
+--          {0, 0}          expired: no lock at all (the run is recorded all the same; its
+--                          waiters are woken, as release wakes them)
 --          {-1, 0}         not-owner: another owner holds the lock; it is left alone
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local fence = tonumber(ARGV[2])
-for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], fence, fence)) do
+local _, now = server_now()
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[2], ARGV[2])) do
   local record = cjson.decode(member)
   if record.outcome == 'running' then
     record.finishedAt = now
@@ -25,23 +35,19 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], fence, fence)) do
       record.error = ARGV[5]
     end
     redis.call('ZREM', KEYS[2], member)
-    redis.call('ZADD', KEYS[2], fence, cjson.encode(record))
+    redis.call('ZADD', KEYS[2], ARGV[2], cjson.encode(record))
   end
 end
-local current = redis.call('GET', KEYS[1])
-if current ~= ARGV[1] then
-  if current == false then
-    return {0, 0}
+local held = redis.call('GET', KEYS[1])
+if owned_by(held, ARGV[1]) then
+  local remaining = tonumber(ARGV[3]) + tonumber(ARGV[6]) - now
+  if remaining > 0 then
+    redis.call('PEXPIRE', KEYS[1], remaining)
+    return {1, remaining}
   end
-  return {-1, 0}
 end
-local remaining = tonumber(ARGV[3]) + tonumber(ARGV[6]) - now
-if remaining > 0 then
-  redis.call('PEXPIRE', KEYS[1], remaining)
-  return {1, remaining}
+local ended = end_lease(held, KEYS[1], ARGV[1], KEYS[6], ARGV[10], KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8], ARGV[9], ARGV[11])
+if ended == 1 then
+  return {2, 0}
 end
-redis.call('DEL', KEYS[1])
-if ARGV[7] ~= '' then
-  redis.call(ARGV[7], ARGV[8], '')
-end
-return {2, 0}
+return {ended, 0}

@@ -1,5 +1,5 @@
 -- queued: a lock's waiters' queue and reservation, read in one step (operator tooling).
--- KEYS[1]  waiters         (sorted set: owner token -> server time of arrival)
+-- KEYS[1]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[2]  reservation     (value: owner token, PX)
 -- ARGV[1]  how many of the first waiters to return
 -- returns  {count, reserved, pttl, waiter...}: count of waiters queued; reserved is the owner token
