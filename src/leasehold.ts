@@ -291,7 +291,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       queued = true;
       let holdOffUntil = Math.min(now() + first.holdOff, deadline);
       waiter ??= this.#waits.join(name, owner, subscribe);
-      await waiter.ready();
+      await waiter.ready(signal, closing);
       // Unless the subscription was live before the first attempt was sent, a release since may
       // have gone unheard: try again at once.
       const liveSince = waiter.liveSince;

@@ -43,8 +43,8 @@ export const DEFAULTS = Object.freeze({
    * queue's keys expire when nobody renews them.
    */
   waiterLease: 6_000,
-  /** While the release subscription is down, a waiter retries at least this often (it cannot hear hand-offs). */
-  unsubscribedPark: 250,
+  /** While the release subscription is down, a waiter retries at least this often: it cannot hear a hand-off, and must take its reservation before it lapses. */
+  unsubscribedPark: 100,
   /** First delay before a failed release subscription is tried again, doubling up to `maxPark`. */
   resubscribeDelay: 50,
   /**

@@ -102,9 +102,29 @@ export class Waiter {
     this.#parked?.rearm(this.#retryBy);
   }
 
-  /** Resolves once the release subscription is live, or has failed (the timed fallback still works). */
-  ready(): Promise<void> {
-    return this.#queue.subscribing ?? Promise.resolve();
+  /**
+   * Resolves once the release subscription is live, or has failed (the timed fallback still works);
+   * rejects with the reason of whichever signal aborts first.
+   */
+  ready(...signals: readonly (AbortSignal | undefined)[]): Promise<void> {
+    const subscribing = this.#queue.subscribing;
+    if (subscribing === undefined) return Promise.resolve();
+    for (const signal of signals) if (signal?.aborted) return Promise.reject(signal.reason);
+    if (signals.every((s) => s === undefined)) return subscribing;
+    return new Promise<void>((resolve, reject) => {
+      const done = () => {
+        for (const signal of signals) signal?.removeEventListener('abort', onAbort);
+      };
+      function onAbort(this: AbortSignal) {
+        done();
+        reject(this.reason);
+      }
+      for (const signal of signals) signal?.addEventListener('abort', onAbort, { once: true });
+      subscribing.then(() => {
+        done();
+        resolve();
+      });
+    });
   }
 
   /** Monotonic time since which the release subscription is live; undefined while it is not. */

@@ -99,7 +99,12 @@ export class IORedisConnection implements RedisConnection {
 
   async infoOfMasters(section: string): Promise<string[]> {
     if (!this.cluster) return [await this.#client.info(section)];
-    return Promise.all((this.#client as IORedisClusterLike).nodes('master').map((node) => node.info(section)));
+    const cluster = this.#client as IORedisClusterLike;
+    // A cluster client knows its masters once it has loaded the slots: one command waits for that.
+    const first = cluster.nodes('master').length === 0 ? await cluster.info(section) : undefined;
+    const masters = cluster.nodes('master');
+    if (masters.length === 0 && first !== undefined) return [first];
+    return Promise.all(masters.map((node) => node.info(section)));
   }
 
   down(): Error | undefined {
