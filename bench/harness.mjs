@@ -8,7 +8,16 @@ export const LOCK_OPTIONS = Object.freeze({ ttl: 10_000, wait: 10_000 });
 const WARMUP_FRACTION = 0.15;
 const MAX_WARMUP_MS = 300;
 
+/** The MONITOR counting pass that follows a timed one (see countAtServer): short, and never timed. */
+const COUNTING_FRACTION = 0.25;
+const MIN_COUNTING_MS = 100;
+const MAX_COUNTING_MS = 300;
+
 export const now = () => performance.now();
+
+export function countingPassMs(duration) {
+  return Math.min(MAX_COUNTING_MS, Math.max(MIN_COUNTING_MS, duration * COUNTING_FRACTION));
+}
 
 export function warmupMs(duration) {
   return Math.min(MAX_WARMUP_MS, duration * WARMUP_FRACTION);

@@ -145,41 +145,101 @@ function markdownTable(header, rows, align) {
   return [line(header), `| ${rule.join(' | ')} |`, ...rows.map(line)].join('\n');
 }
 
+function ratio(a, b) {
+  if (typeof a !== 'number' || typeof b !== 'number' || b === 0) return null;
+  const r = a / b;
+  return Number.isFinite(r) ? r : null;
+}
+
+/**
+ * The two ratios of each cell. `leasehold`: leasehold's value ÷ this row's, and on leasehold's
+ * own row, ÷ the best peer's in that column (`bestPeer`, the one the bars are judged against).
+ * `floor`: this row's value ÷ the floor row's, where the scenario has one (serial, parallel).
+ * Resolves { [row]: { [metric]: { leasehold, bestPeer?, floor } } }.
+ */
+function ratios(scenario, rows) {
+  const floorName = Object.keys(rows).find((name) => REFERENCE.test(name));
+  const out = {};
+  for (const [name, row] of Object.entries(rows)) {
+    out[name] = {};
+    for (const { key, better } of scenario.metrics) {
+      const cell = { leasehold: null, floor: null };
+      if (name === SELF) {
+        const best = bestPeer(rows, key, better);
+        cell.leasehold = best ? ratio(row[key], best.value) : null;
+        if (best && cell.leasehold !== null) cell.bestPeer = best.name;
+      } else {
+        cell.leasehold = ratio(rows[SELF]?.[key], row[key]);
+      }
+      if (floorName && name !== floorName) cell.floor = ratio(row[key], rows[floorName][key]);
+      out[name][key] = cell;
+    }
+  }
+  return out;
+}
+
 function table(scenario, rows) {
   const names = Object.keys(rows).sort((a, b) => (a === SELF ? -1 : b === SELF ? 1 : 0));
+  const cellRatios = ratios(scenario, rows);
+  const hasFloor = names.some((name) => REFERENCE.test(name));
+  const hasPeers = SELF in rows && names.length > 1;
   const body = names.map((name) => {
     const row = rows[name];
-    const label = name === SELF ? `**${name}**` : REFERENCE.test(name) ? `_${name}_` : name;
+    const label =
+      name === SELF ? `**${name}**${hasPeers ? ' (×: ÷ best peer)' : ''}` : REFERENCE.test(name) ? `_${name}_` : name;
     if (row.unavailable) return [label, ...scenario.metrics.map(() => 'n/a')];
     if (row.rounds === 0) return [label, ...scenario.metrics.map(() => 'error')];
     const cells = scenario.metrics.map(({ key, digits }) => {
       const text = format(row[key], digits);
-      const mine = rows[SELF]?.[key];
-      if (name === SELF || typeof mine !== 'number' || typeof row[key] !== 'number' || row[key] === 0) return text;
-      return `${text} (×${format(mine / row[key], 2)})`;
+      if (typeof row[key] !== 'number') return text;
+      const { leasehold, floor } = cellRatios[name][key];
+      const parts = [];
+      if (leasehold !== null) parts.push(`×${format(leasehold, 2)}`);
+      if (floor !== null) parts.push(`f ${format(floor, 2)}`);
+      return parts.length > 0 ? `${text} (${parts.join(', ')})` : text;
     });
     return [label, ...cells];
   });
-  const header = ['library', ...scenario.metrics.map((m) => m.label)];
+  const legend = [hasPeers && '×: leasehold ÷ row', hasFloor && 'f: row ÷ floor'].filter(Boolean);
+  const first = legend.length > 0 ? `library (${legend.join('; ')})` : 'library';
+  const header = [first, ...scenario.metrics.map((m) => m.label)];
   return markdownTable(header, body, ['left', ...scenario.metrics.map(() => 'right')]);
 }
+
+const RATIOS_NOTE =
+  "× after a value is leasehold's value ÷ that row's; on leasehold's own row it is leasehold ÷ the best peer " +
+  'in that column (the ratio the bars judge).';
+const FLOOR_NOTE =
+  "f is that row's value ÷ the floor's: how far each lock is from the least a two-round-trip lock costs " +
+  '(for cycles/s lower is further, for latencies, calls and CPU higher is).';
+const ROUND_TRIPS_NOTE =
+  '"calls" counts the commands the library sent through ioredis in the timed pass; "round trips (server)" ' +
+  "counts what the server received from the benchmark's clients (MONITOR lines not from a script), in a " +
+  'short untimed pass of its own after the timed one.';
 
 const NOTES = {
   serial:
     'Latency of `acquire` alone; a cycle is acquire + release. CPU per cycle: this process (library + ioredis) ' +
-    'and redis-server (INFO cpu). _bare ioredis (floor)_ is no library: one SET NX PX and one compare-and-delete ' +
-    'script per cycle, the least a two-round-trip lock can cost on this client.',
-  parallel: 'All 64 loops share one ioredis client (one connection) per library. Floor row as above.',
+    `and redis-server (INFO cpu). ${ROUND_TRIPS_NOTE} _bare ioredis (floor)_ is no library: one SET NX PX and ` +
+    `one compare-and-delete script per cycle, the least a two-round-trip lock can cost on this client. ` +
+    `${RATIOS_NOTE} ${FLOOR_NOTE}`,
+  parallel:
+    'All 64 loops share one ioredis client (one connection) per library. Floor row, ratios and counts as above.',
   limit:
     'The ceiling the parallel bar is measured against: the server fed as fast as it takes it (the C client, ' +
     '64 connections, 16-deep pipelines); a lock cycle is two EVALSHA calls. Unpipelined, each connection waits ' +
     'for its reply, which the libraries do not (their loops share one connection, written back to back).',
   contended:
     'All 16 workers share one ioredis client and one library instance, as one app process would. ' +
+    '"lock utilization" is the share of the window during which some worker held the lock and ran its 1 ms ' +
+    'of work (1 = never idle; the rest is hand-off and wake-up time). ' +
     '"wait" is from calling acquire to holding the lock. "fewest per worker" is the fewest acquisitions ' +
-    'any worker got in the window (0 = starved). "calls/acq" counts the commands the library sent (counted ' +
-    'in ioredis), "server cmds/acq" is INFO commandstats, which also counts the commands a Lua script runs. ' +
-    '"overlaps" counts moments with two holders at once (must be 0).',
+    'any worker got in the window (0 = starved); "least-served ÷ fair share" divides it by the window\'s ' +
+    'acquisitions ÷ 16 (1 = perfectly even). "calls/acq" counts the commands the library sent (counted ' +
+    'in ioredis); "round trips/acq (server)" counts the commands the server received from the clients, ' +
+    'by MONITOR in a short untimed pass after the timed one; "server cmds/acq" is INFO commandstats, which ' +
+    'also counts the commands a Lua script runs. CPU per acquisition: this process and redis-server. ' +
+    `"overlaps" counts moments with two holders at once, in either pass (must be 0). ${RATIOS_NOTE}`,
   'contended-apart':
     'Each of the 16 workers has its own ioredis client and library instance, as 16 app processes ' +
     'would; columns as above.',
@@ -205,7 +265,9 @@ function markdown(results, summary, bars, meta) {
     `Mode ${o.mode}: ${o.rounds} round(s), ${format(o.durationMs, 0)} ms per library per scenario, libraries in a ` +
       `fresh random order each round, each value the median over rounds (${meta.elapsedSeconds} s in all); ` +
       `${meta.placement}${meta.placement.includes('CPU 0') ? ', so that CPU placement does not decide the result' : ''}. ` +
-      "Only ratios within one run mean anything. (×r) after a peer's value is leasehold's value divided by that peer's.",
+      "Only ratios within one run mean anything. In every table, ×r after a value is leasehold's value ÷ that " +
+      "row's (on leasehold's own row: ÷ the best peer's in that column); in serial and parallel, f r after it is " +
+      "that row's value ÷ the floor row's.",
     '',
   ];
   if (bars.length > 0) {
@@ -245,7 +307,10 @@ export async function writeReport(results, meta, { out, updateReadme }) {
     writeAtomically(path, text);
     written.push(path);
   };
-  put('latest.json', `${JSON.stringify({ ...meta, bars, summary, results }, null, 2)}\n`);
+  const tableRatios = Object.fromEntries(
+    Object.entries(results).map(([name, scenario]) => [name, ratios(scenario, summary[name])]),
+  );
+  put('latest.json', `${JSON.stringify({ ...meta, bars, summary, ratios: tableRatios, results }, null, 2)}\n`);
   const md = markdown(results, summary, bars, meta);
   put('latest.md', md);
   for (const name of ['contended', 'contended-apart']) {

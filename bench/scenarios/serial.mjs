@@ -1,9 +1,12 @@
-import { commandsSent } from '../clients.mjs';
-import { cpuDuring, cycleFor, timedCycles, warmupMs, withLibrary } from '../harness.mjs';
+import { commandsSent, countAtServer } from '../clients.mjs';
+import { countingPassMs, cpuDuring, cycleFor, timedCycles, warmupMs, withLibrary } from '../harness.mjs';
 
 const KEY = 'bench-serial';
 
-/** One loop, one key: the latency floor of an uncontended acquisition, and what it costs per cycle. */
+/**
+ * One loop, one key: the latency floor of an uncontended acquisition, and what it costs per cycle.
+ * After the timed pass, a short untimed one under MONITOR counts what the server received.
+ */
 export default {
   name: 'serial',
   references: true,
@@ -13,6 +16,7 @@ export default {
     { key: 'acquireP50', label: 'acquire p50 ms', better: 'lower', digits: 3 },
     { key: 'acquireP99', label: 'acquire p99 ms', better: 'lower', digits: 3 },
     { key: 'callsPerCycle', label: 'calls/cycle', better: 'lower', digits: 2 },
+    { key: 'serverRoundTripsPerCycle', label: 'round trips/cycle (server)', better: 'lower', digits: 2 },
     { key: 'clientCpuPerCycle', label: 'node CPU µs/cycle', better: 'lower', digits: 1 },
     { key: 'serverCpuPerCycle', label: 'redis CPU µs/cycle', better: 'lower', digits: 1 },
   ],
@@ -23,9 +27,15 @@ export default {
       const { result, clientCpuUs, serverCpuUs } = await cpuDuring(ctx.admin, () =>
         timedCycles(lock, KEY, ctx.duration),
       );
+      const callsPerCycle = (commandsSent() - sentBefore) / result.cycles;
+      const counted = await countAtServer(ctx.admin, () => cycleFor(lock, KEY, countingPassMs(ctx.duration)));
       return {
         ...result,
-        callsPerCycle: (commandsSent() - sentBefore) / result.cycles,
+        callsPerCycle,
+        serverRoundTripsPerCycle: counted.commands / counted.result,
+        serverScriptCommandsPerCycle: counted.scripted / counted.result,
+        countingPassCallsPerCycle: counted.calls / counted.result,
+        countedCycles: counted.result,
         clientCpuPerCycle: clientCpuUs / result.cycles,
         serverCpuPerCycle: serverCpuUs / result.cycles,
       };
