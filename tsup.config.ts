@@ -4,7 +4,7 @@ import { defineConfig } from 'tsup';
 // CLI. `npm test`, `npm pack` (prepack) and `npm publish` all leave the same dist/ behind.
 export default defineConfig([
   {
-    entry: { index: 'src/index.ts' },
+    entry: { index: 'src/index.ts', fencing: 'src/fencing/index.ts' },
     format: ['esm', 'cjs'],
     dts: true,
     clean: true,
