@@ -6,6 +6,8 @@
  * it takes to say "lease `ttl` ms, wait up to `wait` ms". Peers that count retries instead of
  * taking a wait budget get as many retries as fit in it at their default retry delay.
  */
+
+import { pathToFileURL } from 'node:url';
 import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
 import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
@@ -26,12 +28,19 @@ function sideErrors(name, isExpected) {
   };
 }
 
-function leasehold() {
+/**
+ * `LEASEHOLD_BASELINE=/path/to/other/dist/index.js` adds that build as the library `baseline`:
+ * leasehold at another revision, measured in the same run, to show what a change costs.
+ */
+const baselinePath = process.env.LEASEHOLD_BASELINE;
+const Baseline = baselinePath ? (await import(pathToFileURL(baselinePath).href)).Leasehold : undefined;
+
+function leasehold(name = 'leasehold', LeaseholdClass = Leasehold) {
   let lh;
   return {
-    name: 'leasehold',
+    name,
     async setup(clients) {
-      lh = new Leasehold(clients.length === 1 ? clients[0] : clients);
+      lh = new LeaseholdClass(clients.length === 1 ? clients[0] : clients);
       const report = sideErrors('leasehold', () => false);
       lh.on('backendError', ({ error }) => report(error));
     },
@@ -150,7 +159,8 @@ function bareIoredis() {
 
 /** Fresh adapters for one run: nothing carries over from one scenario or round to the next. */
 export const LIBRARIES = [
-  { name: 'leasehold', create: leasehold },
+  { name: 'leasehold', create: () => leasehold() },
+  ...(Baseline ? [{ name: 'baseline', create: () => leasehold('baseline', Baseline) }] : []),
   { name: 'redlock', create: redlockLike('redlock', Redlock, ResourceLockedError) },
   { name: '@sesamecare-oss/redlock', create: redlockLike('@sesamecare-oss/redlock', SesameRedlock, SesameLocked) },
   { name: 'redis-semaphore', create: redisSemaphore },

@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { now } from './core/clock.js';
 import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
@@ -113,6 +113,13 @@ export interface LeaseholdEvents {
   jobLost: JobEvents['jobLost'];
 }
 
+function closingController(): AbortController {
+  const controller = new AbortController();
+  // One listener per parked waiter of this instance: any number is expected.
+  setMaxListeners(0, controller.signal);
+  return controller;
+}
+
 function defaultInstance(): string {
   return `${hostname()}:${process.pid}`;
 }
@@ -149,8 +156,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     instance: string;
     fenceRetention: number;
   };
-  /** Aborted by close(): every parked acquisition rejects with CLOSED at once. */
-  readonly #closing = new AbortController();
+  /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
+  readonly #closing = closingController();
   /** Acquisitions in progress: close() resolves only once each has left the backend's queue. */
   #active = 0;
   #drained: (() => void) | undefined;
@@ -489,7 +496,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const mutex = this.#engine instanceof MutexEngine ? this.#engine : undefined;
     this.#scheduler ??= new Scheduler({
       store: mutex?.store,
-      handOn: mutex?.handOn ?? { reservation: DEFAULTS.reservation, announce: false, markerTtl: 0 },
+      handOn: mutex?.handOn ?? { reservation: DEFAULTS.reservation, announce: false },
       gate: () => mutex?.gate(),
       ...this.#common,
       context: this.#context,

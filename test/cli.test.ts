@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { colourWanted } from '../src/cli/style.js';
 import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
-import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from './harness/index.js';
+import { counterToken, freePort, type RedisServer, randomPrefix, startRedis, waitFor } from './harness/index.js';
 
 /** The operator commands, run as an operator would: the built CLI against a real redis-server. */
 
@@ -183,9 +183,10 @@ describe('leasehold CLI against a real Redis', () => {
     expect(refused.stderr).toContain('--force');
     expect(refused.stderr).toMatch(/mutual exclusion/);
     expect(refused.stderr).toMatch(/fencing tokens/);
-    expect(await client.get(keys.lock)).toMatch(new RegExp(`^${stuck.owner} ${stuck.fencingToken} `));
+    // The holder's owner token, flagged: a waiter queued behind it.
+    expect(await client.get(keys.lock)).toBe(`${stuck.owner}*`);
 
-    const fenceBefore = Number(await client.get(keys.fence));
+    const fenceBefore = counterToken(await client.get(keys.fence));
     expect(fenceBefore).toBe(stuck.fencingToken);
     const forced = await run(prefix, 'release', 'settle', '--force');
     expect(forced.code).toBe(0);
@@ -195,7 +196,7 @@ describe('leasehold CLI against a real Redis', () => {
     // The waiter's acquire resolves, with a later token: the forced release left the counter alone.
     const taken = await next;
     expect(taken.fencingToken).toBeGreaterThan(fenceBefore);
-    expect(Number(await client.get(keys.fence))).toBe(taken.fencingToken);
+    expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
     // The old holder finds out at its next extension.
     await expect(stuck.extend()).rejects.toBeInstanceOf(LockLostError);
 
@@ -203,7 +204,7 @@ describe('leasehold CLI against a real Redis', () => {
     const notHeld = await run(prefix, 'release', 'settle', '--force');
     expect(notHeld.code).toBe(1);
     expect(notHeld.stderr).toContain('is not held');
-    expect(Number(await client.get(keys.fence))).toBe(taken.fencingToken);
+    expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
   });
 
   it.concurrent('history prints the runs of a job', async () => {
@@ -266,7 +267,7 @@ describe('leasehold CLI against a real Redis', () => {
           `^${time} {2}feed {2}acquired by ${held.owner.slice(0, 8)}… \\(.+:\\d+\\), fencing token ${held.fencingToken}, \\d+ ms left$`,
         ),
       );
-      expect(seen[1]).toMatch(new RegExp(`^${time} {2}feed {2}released, no waiter queued$`));
+      expect(seen[1]).toMatch(new RegExp(`^${time} {2}feed {2}released by ${held.owner.slice(0, 8)}…$`));
       expect(seen[2]).toMatch(/acquired by/);
       expect(seen[3]).toMatch(/feed {2}expired: the lease of .+ ran out without a release$/);
     } finally {
@@ -340,7 +341,13 @@ describe('operator methods on the MemoryStore', () => {
     const queue = await store.queued(keys, 5);
     expect(queue).toMatchObject({ count: 1, first: ['waiter-2'], reserved: { owner: 'waiter-1' } });
     expect(queue.reserved?.pttl).toBeLessThanOrEqual(DEFAULTS.reservation);
-    expect(await store.inspect(keys)).toEqual({ owner: null, pttl: -2, fence: first.fence, holder: null });
+    expect(await store.inspect(keys)).toEqual({
+      owner: null,
+      pttl: -2,
+      fence: first.fence,
+      holder: null,
+      releasedBy: null,
+    });
 
     // The reservation keeps others out; the woken waiter gets the next token.
     expect(await store.acquire(keys, take('barger'))).toMatchObject({ acquired: false });

@@ -17,7 +17,15 @@ import {
 import { RedlockEngine, type RedlockEngineOptions } from '../src/locks/redlock.js';
 import type { Store } from '../src/store/port.js';
 import { resolveStore } from '../src/store/resolve.js';
-import { type RedisServer, randomPrefix, startProxy, startRedis, type TcpProxy, waitFor } from './harness/index.js';
+import {
+  counterToken,
+  type RedisServer,
+  randomPrefix,
+  startProxy,
+  startRedis,
+  type TcpProxy,
+  waitFor,
+} from './harness/index.js';
 
 /**
  * Redlock against five real redis-server processes. Faults are real: kill -9, SIGSTOP, a TCP proxy
@@ -94,10 +102,8 @@ function lockKey(prefix: string, name: string): string {
 }
 
 /** Owner token on each listed node (null when free), read over the admin connections. */
-/** The owner token each node holds the lock for (the first field of the lock's value), or null. */
-async function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
-  const values = await Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
-  return values.map((v) => (v === null ? null : (v.split(' ')[0] ?? null)));
+function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
+  return Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
 }
 
 function outcomes(error: unknown): NodeOutcome['outcome'][] {
@@ -304,7 +310,9 @@ describe('Redlock: latency', () => {
     expect(await owners(prefix, 'slow')).toEqual([null, null, null, null, null]);
     // The acquisition did run on every node (each counter moved), and far less than the ttl has passed.
     const fences = await Promise.all(admin.map((c) => c.get(fence)));
-    expect(fences.map(Number)).toEqual(NODES.map((i) => expect.toSatisfy((f: number) => f > base + 10 * (N - i))));
+    expect(fences.map(counterToken)).toEqual(
+      NODES.map((i) => expect.toSatisfy((f: number) => f > base + 10 * (N - i))),
+    );
     expect(now() - started).toBeLessThan(10_000);
 
     // Counters that agree (a fresh lock): a quorum issues the same maximum, no write-back is needed,
@@ -323,7 +331,9 @@ describe('Redlock: latency', () => {
     const error = await locks.tryAcquire('late', { ttl: 10_000 }).catch((e: unknown) => e);
     expect(outcomes(error)).toEqual(['no-answer', 'no-answer', 'no-answer', 'no-answer', 'no-answer']);
     expect((error as QuorumError).nodes[0]?.cause).toMatchObject({ message: /within 100 ms \(nodeTimeout\)/ });
-    await waitFor(async () => Number(await admin[0]?.get(lockKeys(prefix, 'late').fence)) >= 1, { timeout: 3_000 });
+    await waitFor(async () => counterToken(await admin[0]?.get(lockKeys(prefix, 'late').fence)) >= 1, {
+      timeout: 3_000,
+    });
     await waitFor(async () => (await owners(prefix, 'late')).every((o) => o === null), { timeout: 3_000 });
   });
 });
@@ -523,7 +533,7 @@ describe('Redlock: fencing across changing quorums', () => {
     // Any 3 of the 5 include one of the nodes seeded with base + 30 or more. A grant that landed
     // after the decision is not written to, and its node's counter may end above the token.
     expect(second.fencingToken).toBeGreaterThan(base + 30);
-    const counters = (await Promise.all(admin.map((c) => c.get(fence)))).map(Number);
+    const counters = (await Promise.all(admin.map((c) => c.get(fence)))).map(counterToken);
     expect(counters.filter((f) => f >= second.fencingToken).length).toBeGreaterThanOrEqual(3);
     await second.release();
   });

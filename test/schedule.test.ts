@@ -292,7 +292,6 @@ describe('schedule: runs, events, stop and close', () => {
         await store.release(lockKeys('lost', 'job'), run.lock?.owner ?? '', {
           reservation: DEFAULTS.reservation,
           announce: false,
-          markerTtl: 1,
         });
         await new Promise((resolve) => signal.addEventListener('abort', resolve));
         reason = signal.reason;

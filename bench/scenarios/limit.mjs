@@ -3,7 +3,11 @@ import { readFileSync } from 'node:fs';
 import { HOST } from '../server.mjs';
 
 /** The script a leasehold acquisition runs (SET NX PX + INCR of the fencing counter). */
-const ACQUIRE_SCRIPT = readFileSync(new URL('../../src/store/redis/lua/acquire.lua', import.meta.url), 'utf8');
+const LUA = new URL('../../src/store/redis/lua/', import.meta.url);
+/** The acquire script as the library loads it: each `-- include: lib/…` line replaced by that file. */
+const ACQUIRE_SCRIPT = readFileSync(new URL('acquire.lua', LUA), 'utf8').replace(/^-- include: (\S+)$/gm, (_, path) =>
+  readFileSync(new URL(path, LUA), 'utf8').trimEnd(),
+);
 const CONNECTIONS = 64;
 const PIPELINE = 16;
 /** Requests per ms of scenario duration: about as long as one library's run at this server's speed. */
@@ -50,8 +54,21 @@ export default {
     const sha = await ctx.admin.script('LOAD', ACQUIRE_SCRIPT);
     const requests = Math.max(10_000, Math.round(ctx.duration * REQUESTS_PER_MS));
     // The keys and arguments of an uncontended first attempt (see the header of acquire.lua).
-    const keys = ['', ':fence', ':waiters', ':reserved'].map((suffix) => `bench:{__rand_int__}${suffix}`);
-    const command = ['EVALSHA', sha, String(keys.length), ...keys, 'owner', '1', '0', '1'];
+    const keys = ['', ':fence', ':waiters', ':alive', ':reserved'].map((suffix) => `bench:{__rand_int__}${suffix}`);
+    // owner, ttl, minimum token, queue mode (join), instance, counter retention, waiter liveness
+    const command = [
+      'EVALSHA',
+      sha,
+      String(keys.length),
+      ...keys,
+      'owner',
+      '1',
+      '0',
+      '1',
+      'bench',
+      '604800000',
+      '6000',
+    ];
     const common = ['-h', HOST, '-p', String(ctx.port), '-c', String(CONNECTIONS), '-r', '100000', '--csv'];
     const evalshaPerSec = await redisBenchmark([
       ...common,

@@ -53,8 +53,8 @@ export class LatentStore implements Store {
   raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
     return this.#later(() => this.#inner.raiseFence(keys, fence, retention));
   }
-  inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
-    return this.#later(() => this.#inner.inspect(keys, formerOwner));
+  inspect(keys: LockKeys): Promise<LockState> {
+    return this.#later(() => this.#inner.inspect(keys));
   }
   claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
     return this.#later(() => this.#inner.claimTick(keys, request));

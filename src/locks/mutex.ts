@@ -35,11 +35,9 @@ export class MutexEngine implements LockEngine {
     this.#options = options;
     this.handOn = Object.freeze({
       reservation: DEFAULTS.reservation,
-      // A release with nobody queued still says so: `leasehold watch`, and a waiter whose queue
-      // entry was dropped (it tried too seldom), hear it.
-      announce: true,
-      // A re-sent release arrives before the caller gives up on the first, or does not matter.
-      markerTtl: options.commandTimeout,
+      // Every waiter of one Redis is queued there and named by the hand-off: a release with
+      // nobody queued has nobody to tell.
+      announce: false,
     });
   }
 

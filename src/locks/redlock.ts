@@ -238,7 +238,6 @@ export class RedlockEngine implements LockEngine {
     this.#handOn = Object.freeze({
       reservation: DEFAULTS.reservation,
       announce: true,
-      markerTtl: options.commandTimeout,
     });
     this.#nodes = stores;
     this.#stores = stores.map((n) => n.store);

@@ -16,10 +16,17 @@ export class ChannelHub {
   readonly #transport: ChannelTransport;
   readonly #entries = new Map<string, Entry>();
   readonly #onError: (error: unknown) => void;
+  readonly #onIdle: () => void;
 
-  constructor(transport: ChannelTransport, onError: (error: unknown) => void = () => {}) {
+  /** `onIdle`: called when the last channel is unsubscribed (the owner may close the connection). */
+  constructor(
+    transport: ChannelTransport,
+    onError: (error: unknown) => void = () => {},
+    onIdle: () => void = () => {},
+  ) {
     this.#transport = transport;
     this.#onError = onError;
+    this.#onIdle = onIdle;
   }
 
   /** Call every listener of `channel` with the message (the transport calls this on each message). */
@@ -56,6 +63,7 @@ export class ChannelHub {
       if (current.listeners.size === 0 && this.#entries.get(channel) === current) {
         this.#entries.delete(channel);
         this.#transport.unsubscribe(channel).catch(this.#onError);
+        if (this.#entries.size === 0) this.#onIdle();
       }
     };
   }

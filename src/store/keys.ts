@@ -3,14 +3,18 @@
  *
  * All keys of one lock share a hash slot: the lock's name sits inside the first `{…}`, so
  * Redis Cluster routes the lock, its fencing counter and its release channel to one node (a name
- * may not start with `}`: the tag would be empty). Every key has a TTL: the lease's, the queue's
- * (renewed by live waiters), the reservation's, a release marker's, and the fencing counter's
- * retention, which tokens can afford because they never fall below the server's clock in µs.
+ * may not start with `}`: the tag would be empty). Every key has a TTL: the lease's (or a
+ * reservation's), the queue's (renewed by live waiters), and the fencing counter's retention,
+ * which tokens can afford because they never fall below the server's clock in µs. The values are
+ * described in lua/lib/lease.lua.
  */
 export interface LockKeys {
-  /** The lease itself: value = '<owner> <token> <taken-at ms> <instance>', PX = ttl. */
+  /** The lease: value = the owner token (or '~<waiter>' while reserved for one), PX = ttl. */
   readonly lock: string;
-  /** The latest fencing token issued; PX = the retention (default 7 days after the last grant). */
+  /**
+   * The latest grant, '<token> <taken-at µs> <instance>', then '|<owner>' once its holder released
+   * it; PX = the retention (default 7 days after the last grant).
+   */
   readonly fence: string;
   /** Pub/sub channel that a release publishes on; the message names the waiter it woke. */
   readonly channel: string;
@@ -18,8 +22,6 @@ export interface LockKeys {
   readonly waiters: string;
   /** Each waiter's liveness deadline (server ms): a hash; a waiter that stops trying is dropped. */
   readonly alive: string;
-  /** The owner token a release handed the lock to (PX: the reservation), so nobody barges past it. */
-  readonly reserved: string;
 }
 
 export function lockKeys(prefix: string, name: string): LockKeys {
@@ -30,13 +32,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     channel: `${base}:released`,
     waiters: `${base}:waiters`,
     alive: `${base}:alive`,
-    reserved: `${base}:reserved`,
   };
-}
-
-/** The marker a release leaves for a moment, so that the same release re-sent is recognised. */
-export function releaseMarker(keys: LockKeys, owner: string): string {
-  return `${keys.lock}:done:${owner}`;
 }
 
 /**

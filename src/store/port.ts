@@ -24,8 +24,8 @@ export interface LockState {
   readonly fence: number;
   /** Who holds it: the holder's fencing token, when it took the lock (server ms) and its instance label. */
   readonly holder: Holder | null;
-  /** Asked about a former owner: whether it released the lock (recently), rather than let it expire. */
-  readonly released?: boolean;
+  /** The owner that released the lock granted with `fence`, or null (held, expired, or never released). */
+  readonly releasedBy: string | null;
 }
 
 /** What a store records of a grant, next to the lease. */
@@ -60,8 +60,6 @@ export interface HandOn {
   readonly reservation: number;
   /** Publish '' when nobody is queued, for waiters that do not queue (Redlock's). */
   readonly announce: boolean;
-  /** ms a release is remembered, so the same release re-sent (its reply lost) still answers released. */
-  readonly markerTtl: number;
 }
 
 /** How a run ended, as the history records it. `running` until the run reports back. */
@@ -185,19 +183,16 @@ export interface Store {
    * Delete the lock if `owner` holds it. Then hand it on: pop the first live waiter, reserve the
    * lock for it for `reservation` ms, and publish '<woken> <next>' on the release channel, so
    * exactly one waiter across all instances wakes, and the next one retries if the reservation
-   * lapses. Releasing an expired lock hands it on all the same. Idempotent per owner for
-   * `markerTtl` ms.
+   * lapses. Releasing an expired lock hands it on all the same. Idempotent per owner: the same
+   * release re-sent answers released, until another owner takes the lock.
    */
   release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply>;
   /** Reset the lease to `ttl` ms if `owner` holds it. */
   extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply>;
   /** Raise the fencing counter to at least `fence` (never lowers it), kept `retention` ms. Returns the counter after. */
   raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number>;
-  /**
-   * Read the lock's current state (operator tooling and tests); with `formerOwner`, also whether
-   * that owner released it (its release marker still lives) rather than let it expire.
-   */
-  inspect(keys: LockKeys, formerOwner?: string): Promise<LockState>;
+  /** Read the lock's current state (operator tooling and tests). */
+  inspect(keys: LockKeys): Promise<LockState>;
 
   /**
    * Scheduler: claim one tick of a job in one step. Refuses when the lock is held or reserved,

@@ -33,9 +33,8 @@ export function memoryBackend(): ContractBackend {
         channel: `${key}:released`,
         waiters: `${key}:waiters`,
         alive: `${key}:alive`,
-        reserved: `${key}:reserved`,
       };
-      await store.forceRelease(keys, { reservation: DEFAULTS.reservation, announce: false, markerTtl: 1 });
+      await store.forceRelease(keys, { reservation: DEFAULTS.reservation, announce: false });
     },
     subscriptions: async () => store.subscriptions,
     queued: async (keys) => (await store.queued(keys, 0)).count,

@@ -31,4 +31,4 @@ export {
   startRedis,
 } from './redis.js';
 export { type SentinelGroup, startSentinelGroup } from './sentinel.js';
-export { randomPrefix, type WaitForOptions, waitFor } from './util.js';
+export { counterToken, randomPrefix, type WaitForOptions, waitFor } from './util.js';

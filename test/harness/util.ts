@@ -40,3 +40,8 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, opts:
     lastError === undefined ? undefined : { cause: lastError },
   );
 }
+
+/** The fencing token a lock's counter key holds ('<token> <taken-at µs> <instance>[|<owner>]'), or 0. */
+export function counterToken(value: string | null | undefined): number {
+  return value ? Number(value.split(/[ |]/)[0]) : 0;
+}

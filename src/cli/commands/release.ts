@@ -30,7 +30,7 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
     const name = operand(args, 0);
     const keys = lockKeys(op.prefix, name);
     // Waiters that do not queue (none on one server, but harmless) hear the release too.
-    const handOn = { reservation: DEFAULTS.reservation, announce: true, markerTtl: 1 };
+    const handOn = { reservation: DEFAULTS.reservation, announce: true };
     const reply = await op.bounded(op.store.forceRelease(keys, handOn), 'force-release');
     if (reply.result === 'not-held') {
       if (args.flag('json')) printJson({ name, result: reply.result });

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../../core/defaults.js';
 import { lockKeys } from '../../store/keys.js';
 import { type OperatorCommand, operand, UsageError } from '../command.js';
 import { msLeft, shortToken } from '../format.js';
@@ -26,8 +27,9 @@ const DEFAULT_INTERVAL = 100;
 
 type WatchEvent =
   | { event: 'acquired'; owner: string; instance: string | null; fencingToken: number | null; ttl: number }
+  | { event: 'released'; owner: string }
   | { event: 'expired'; owner: string }
-  | { event: 'released'; woken: string | null; next: string | null };
+  | { event: 'handed-on'; woken: string; next: string | null };
 
 function line(name: string, e: WatchEvent): string {
   switch (e.event) {
@@ -36,10 +38,14 @@ function line(name: string, e: WatchEvent): string {
       const token = e.fencingToken === null ? '' : `, fencing token ${e.fencingToken}`;
       return `${name}  acquired by ${shortToken(e.owner)}${by}${token}, ${msLeft(e.ttl)} left`;
     }
+    case 'released':
+      return `${name}  released by ${shortToken(e.owner)}`;
     case 'expired':
       return `${name}  expired: the lease of ${shortToken(e.owner)} ran out without a release`;
-    case 'released':
-      return `${name}  released, ${e.woken === null ? 'no waiter queued' : `handed to waiter ${shortToken(e.woken)}`}`;
+    case 'handed-on': {
+      const next = e.next === null ? '' : `; next in line ${shortToken(e.next)}`;
+      return `${name}  handed to waiter ${shortToken(e.woken)} (reserved for ${DEFAULTS.reservation} ms)${next}`;
+    }
   }
 }
 
@@ -52,9 +58,9 @@ export const watch: OperatorCommand = {
                 hand-offs are heard on the lock's channel at once
   --json        one JSON object per line
 Each line: the local time, the lock, and what happened: acquired (by which owner and instance,
-with its fencing token), released (and to which waiter it was handed), expired (the holder let
-its lease run out: crashed, paused or partitioned). A lease taken and ended within one interval
-shows only its release. Exit status 1 if the connection to Redis ends.
+with its fencing token), released, handed to a waiter (heard at once on the lock's channel),
+expired (the holder let its lease run out: crashed, paused or partitioned). A lease taken and
+ended within one interval is not seen. Exit status 1 if the connection to Redis ends.
 `,
   options: { json: { type: 'boolean' }, interval: { type: 'string' } },
   operands: ['name'],
@@ -84,15 +90,18 @@ shows only its release. Exit status 1 if the connection to Redis ends.
       const unsubscribe = await op.bounded(
         op.store.subscribe(keys.channel, (message) => {
           const [woken, next] = message.split(' ');
-          print({ event: 'released', woken: woken || null, next: next || null });
+          if (woken) print({ event: 'handed-on', woken, next: next || null });
         }),
         'subscribe',
       );
       // The holder seen last; its release is heard on the channel, its expiry only by reading.
       let holder: string | null = null;
       const look = async () => {
-        const state = await op.bounded(op.store.inspect(keys, holder ?? undefined), 'inspect');
-        if (holder !== null && state.owner !== holder && !state.released) print({ event: 'expired', owner: holder });
+        const state = await op.bounded(op.store.inspect(keys), 'inspect');
+        if (holder !== null && state.owner !== holder) {
+          // The counter names the owner that released its grant; a holder not named let it expire.
+          print({ event: state.releasedBy === holder ? 'released' : 'expired', owner: holder });
+        }
         if (state.owner !== null && state.owner !== holder) {
           print({
             event: 'acquired',

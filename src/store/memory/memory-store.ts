@@ -1,6 +1,6 @@
 import { now } from '../../core/clock.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey, releaseMarker } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
 import {
   type AcquireReply,
   type AcquireRequest,
@@ -116,9 +116,8 @@ export class MemoryStore implements Store {
   readonly #reservations = new Map<string, Lease>();
   /** Waiters per lock in arrival order (a Map keeps insertion order), each with its liveness deadline. */
   readonly #waiters = new Map<string, Map<string, number>>();
-  readonly #fences = new Map<string, { value: number; expiresAt: number }>();
-  /** Release markers: a re-sent release of the same owner is recognised while one lives. */
-  readonly #markers = new Map<string, { expiresAt: number }>();
+  /** The latest token per lock, and the owner that released the lock granted with it (as the Redis counter's mark). */
+  readonly #fences = new Map<string, { value: number; expiresAt: number; releasedBy?: string }>();
   readonly #hub = new ChannelHub({ subscribe: async () => {}, unsubscribe: async () => {} });
   readonly #ticks = new Map<string, number>();
   /** Per history key, oldest first (ascending fencing token), as the Redis sorted set orders it. */
@@ -161,7 +160,7 @@ export class MemoryStore implements Store {
   }
 
   async acquire(keys: LockKeys, r: AcquireRequest): Promise<AcquireReply> {
-    const reserved = this.#reservation(keys.reserved);
+    const reserved = this.#reservation(keys.lock);
     const held = this.#live(keys.lock);
     if (held?.owner === r.owner) return { acquired: true, fence: held.holder.token };
     const blocker = held ?? (reserved && reserved.owner !== r.owner ? reserved : undefined);
@@ -169,7 +168,7 @@ export class MemoryStore implements Store {
       if (r.queue) this.#enqueue(keys, r.owner, r.waiterLease);
       return { acquired: false, pttl: left(blocker) };
     }
-    if (reserved) this.#reservations.delete(keys.reserved);
+    if (reserved) this.#reservations.delete(keys.lock);
     if (r.queue === 'member') this.#unqueue(keys.waiters, r.owner);
     const lease = this.#grant(keys, r.owner, r.ttl, r.minFence, r.instance, r.fenceRetention);
     return { acquired: true, fence: lease.holder.token };
@@ -194,7 +193,7 @@ export class MemoryStore implements Store {
     const woken = this.#firstLive(keys.waiters, true);
     let next = '';
     if (woken !== '') {
-      this.#reservations.set(keys.reserved, { owner: woken, expiresAt: now() + handOn.reservation });
+      this.#reservations.set(keys.lock, { owner: woken, expiresAt: now() + handOn.reservation });
       next = this.#firstLive(keys.waiters, false);
     }
     if (woken !== '' || handOn.announce) {
@@ -208,16 +207,16 @@ export class MemoryStore implements Store {
   /** End `owner`'s lease and hand on, as lua/lib/hand-on.lua's end_lease does. */
   #endLease(keys: LockKeys, owner: string, handOn: HandOn): ReleaseReply {
     const held = this.#live(keys.lock);
-    const marker = releaseMarker(keys, owner);
+    const counter = unexpired(this.#fences, keys.fence);
     if (held?.owner === owner) {
       this.#leases.delete(keys.lock);
-      this.#markers.set(marker, { expiresAt: now() + handOn.markerTtl });
+      if (counter) counter.releasedBy = owner;
       this.#handOn(keys, handOn);
       return 'released';
     }
-    if (unexpired(this.#markers, marker)) return 'released';
+    if (counter?.releasedBy === owner) return 'released';
     if (held) return 'not-owner';
-    if (!this.#reservation(keys.reserved)) this.#handOn(keys, handOn);
+    if (!this.#reservation(keys.lock)) this.#handOn(keys, handOn);
     return 'expired';
   }
 
@@ -235,7 +234,7 @@ export class MemoryStore implements Store {
 
   async queued(keys: LockKeys, limit: number): Promise<QueueState> {
     const waiters = [...(this.#waiters.get(keys.waiters)?.keys() ?? [])];
-    const reserved = this.#reservation(keys.reserved);
+    const reserved = this.#reservation(keys.lock);
     return {
       count: waiters.length,
       first: waiters.slice(0, Math.max(0, limit)),
@@ -254,8 +253,8 @@ export class MemoryStore implements Store {
 
   async leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
     this.#unqueue(keys.waiters, owner);
-    if (this.#reservation(keys.reserved)?.owner !== owner) return;
-    this.#reservations.delete(keys.reserved);
+    if (this.#reservation(keys.lock)?.owner !== owner) return;
+    this.#reservations.delete(keys.lock);
     if (!this.#live(keys.lock)) this.#handOn(keys, handOn);
   }
 
@@ -274,16 +273,15 @@ export class MemoryStore implements Store {
     return fence;
   }
 
-  async inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
+  async inspect(keys: LockKeys): Promise<LockState> {
     const held = this.#live(keys.lock);
-    const state: LockState = {
+    return {
       owner: held?.owner ?? null,
       pttl: held ? left(held) : -2,
       fence: this.#fence(keys.fence),
       holder: held?.holder ?? null,
+      releasedBy: unexpired(this.#fences, keys.fence)?.releasedBy ?? null,
     };
-    if (formerOwner === undefined) return state;
-    return { ...state, released: unexpired(this.#markers, releaseMarker(keys, formerOwner)) !== undefined };
   }
 
   async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
@@ -298,7 +296,7 @@ export class MemoryStore implements Store {
       if (last !== undefined && last >= request.tick) return { claimed: false, reason: 'already-ran', lastTick: last };
     }
     if (holder) return { claimed: false, reason: 'locked', pttl: left(holder) };
-    const reserved = this.#reservation(keys.reserved);
+    const reserved = this.#reservation(keys.lock);
     if (reserved) return { claimed: false, reason: 'locked', pttl: left(reserved) };
     const lease = this.#grant(keys, request.owner, request.ttl, 0, request.instance, request.fenceRetention);
     const fence = lease.holder.token;

@@ -1,6 +1,6 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey, releaseMarker } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
 import {
   type AcquireReply,
   type AcquireRequest,
@@ -107,14 +107,31 @@ function unexpected(script: Script, reply: unknown): LockError {
   return new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
 }
 
-/** A lock key's value: '<owner> <token> <taken-at> <instance>' (see lua/lib/lease.lua). */
-export function parseLockValue(value: string): { owner: string; holder: Holder | null } {
-  const match = /^(\S+) (\d+) (\d+) ([\s\S]*)$/.exec(value);
-  if (!match) return { owner: value, holder: null };
-  return {
-    owner: match[1] as string,
-    holder: { token: Number(match[2]), takenAt: Number(match[3]), instance: match[4] as string },
+/**
+ * A fencing counter's value, as lua/lib/lease.lua writes it: '<token> <taken-at µs> <instance>',
+ * then '|<owner>' once that owner released the grant.
+ */
+export function parseCounter(counter: string): { holder: Holder | null; releasedBy: string | null } {
+  const bar = counter.lastIndexOf('|');
+  const releasedBy = bar >= 0 ? counter.slice(bar + 1) : null;
+  const match = /^(\d+) (\d+) ([\s\S]*)$/.exec(bar >= 0 ? counter.slice(0, bar) : counter);
+  if (!match) return { holder: null, releasedBy };
+  const holder = {
+    token: Number(match[1]),
+    takenAt: Math.floor(Number(match[2]) / 1000),
+    instance: match[3] as string,
   };
+  return { holder, releasedBy };
+}
+
+/**
+ * A lock key's value (see lua/lib/lease.lua): '<owner>' or '<owner>*' while held (the mark: waiters
+ * queued), '~<waiter>' or '~<waiter>*' while reserved for a waiter a release handed it to.
+ */
+export function readLockValue(value: unknown): { owner: string | null; reservedFor: string | null } {
+  if (typeof value !== 'string') return { owner: null, reservedFor: null };
+  const bare = value.endsWith('*') ? value.slice(0, -1) : value;
+  return bare.startsWith('~') ? { owner: null, reservedFor: bare.slice(1) } : { owner: bare, reservedFor: null };
 }
 
 const QUEUE_MODE = { join: '1', member: '2' } as const;
@@ -189,7 +206,7 @@ export class RedisStore implements Store {
   async acquire(keys: LockKeys, r: AcquireRequest): Promise<AcquireReply> {
     const reply = await this.#run(
       SCRIPTS.acquire,
-      [keys.lock, keys.fence, keys.waiters, keys.alive, keys.reserved],
+      [keys.lock, keys.fence, keys.waiters, keys.alive],
       [
         r.owner,
         r.ttl,
@@ -212,8 +229,8 @@ export class RedisStore implements Store {
     const code = integer(
       await this.#run(
         SCRIPTS.release,
-        [keys.lock, keys.waiters, keys.alive, keys.reserved, releaseMarker(keys, owner)],
-        [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.markerTtl, handOn.announce ? '1' : '0'],
+        [keys.lock, keys.fence, keys.waiters, keys.alive],
+        [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
       ),
       SCRIPTS.release,
     );
@@ -224,7 +241,7 @@ export class RedisStore implements Store {
     const publish = this.#publishKnown ?? (await this.#publishCommand());
     await this.#run(
       SCRIPTS.leave,
-      [keys.lock, keys.waiters, keys.alive, keys.reserved],
+      [keys.lock, keys.waiters, keys.alive],
       [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
     );
   }
@@ -238,26 +255,27 @@ export class RedisStore implements Store {
     return integer(await this.#run(SCRIPTS.raiseFence, [keys.fence], [fence, retention]), SCRIPTS.raiseFence);
   }
 
-  async inspect(keys: LockKeys, formerOwner?: string): Promise<LockState> {
-    const lockKeysToRead = [keys.lock, keys.fence];
-    if (formerOwner !== undefined) lockKeysToRead.push(releaseMarker(keys, formerOwner));
-    const reply = await this.#run(SCRIPTS.inspect, lockKeysToRead, []);
-    if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(SCRIPTS.inspect, reply);
-    const [value, pttl, fence, released] = reply as [unknown, unknown, unknown, unknown];
-    const parsed = typeof value === 'string' ? parseLockValue(value) : null;
-    const state: LockState = {
-      owner: parsed?.owner ?? null,
-      pttl: integer(pttl, SCRIPTS.inspect),
-      fence: integer(fence, SCRIPTS.inspect),
-      holder: parsed?.holder ?? null,
+  async inspect(keys: LockKeys): Promise<LockState> {
+    const reply = await this.#run(SCRIPTS.inspect, [keys.lock, keys.fence], []);
+    if (!Array.isArray(reply) || reply.length !== 3) throw unexpected(SCRIPTS.inspect, reply);
+    const [value, pttl, counter] = reply as [unknown, unknown, unknown];
+    const parsed = typeof counter === 'string' ? parseCounter(counter) : { holder: null, releasedBy: null };
+    const { owner } = readLockValue(value);
+    const held = owner !== null;
+    return {
+      owner,
+      pttl: held ? integer(pttl, SCRIPTS.inspect) : -2,
+      fence: parsed.holder?.token ?? 0,
+      // The counter tells who holds the lock only while its grant is not released.
+      holder: held && parsed.releasedBy === null ? parsed.holder : null,
+      releasedBy: parsed.releasedBy,
     };
-    return formerOwner === undefined ? state : { ...state, released: integer(released, SCRIPTS.inspect) === 1 };
   }
 
   async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
     const reply = await this.#run(
       SCRIPTS.claimTick,
-      [keys.lock, keys.fence, keys.tick, keys.runs, keys.reserved],
+      [keys.lock, keys.fence, keys.tick, keys.runs],
       [
         request.owner,
         request.ttl,
@@ -282,7 +300,7 @@ export class RedisStore implements Store {
     const { handOn } = request;
     const reply = await this.#run(
       SCRIPTS.finishTick,
-      [keys.lock, keys.runs, keys.waiters, keys.alive, keys.reserved, releaseMarker(keys, request.owner)],
+      [keys.lock, keys.runs, keys.waiters, keys.alive, keys.fence],
       [
         request.owner,
         request.fence,
@@ -291,7 +309,6 @@ export class RedisStore implements Store {
         request.error ?? '',
         request.lockAtLeastFor,
         ...this.#handOnArgs(keys, publish, handOn),
-        handOn.markerTtl,
         handOn.announce ? '1' : '0',
       ],
     );
@@ -343,28 +360,28 @@ export class RedisStore implements Store {
     const publish = this.#publishKnown ?? (await this.#publishCommand());
     const reply = await this.#run(
       SCRIPTS.forceRelease,
-      [keys.lock, keys.waiters, keys.alive, keys.reserved],
+      [keys.lock, keys.waiters, keys.alive, keys.fence],
       [...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
     );
     if (!Array.isArray(reply) || reply.length < 1) throw unexpected(SCRIPTS.forceRelease, reply);
     const code = integer(reply[0], SCRIPTS.forceRelease);
     if (code === 0) return { result: 'not-held' };
-    const [, value, woken] = reply as unknown[];
-    if (code !== 1 || typeof value !== 'string' || typeof woken !== 'string') {
+    const [, owner, woken, counter] = reply as unknown[];
+    if (code !== 1 || typeof owner !== 'string' || typeof woken !== 'string') {
       throw unexpected(SCRIPTS.forceRelease, reply);
     }
-    const { owner, holder } = parseLockValue(value);
+    const holder = typeof counter === 'string' ? parseCounter(counter).holder : null;
     return { result: 'released', owner, holder, woken: woken === '' ? null : woken };
   }
 
   async queued(keys: LockKeys, limit: number): Promise<QueueState> {
-    const reply = await this.#run(SCRIPTS.queued, [keys.waiters, keys.reserved], [limit]);
+    const reply = await this.#run(SCRIPTS.queued, [keys.waiters, keys.lock], [limit]);
     if (!Array.isArray(reply) || reply.length < 3) throw unexpected(SCRIPTS.queued, reply);
-    const reserved: unknown = reply[1];
+    const { reservedFor } = readLockValue(reply[1]);
     return {
       count: integer(reply[0], SCRIPTS.queued),
       first: reply.slice(3).map(String),
-      reserved: typeof reserved === 'string' ? { owner: reserved, pttl: integer(reply[2], SCRIPTS.queued) } : null,
+      reserved: reservedFor === null ? null : { owner: reservedFor, pttl: integer(reply[2], SCRIPTS.queued) },
     };
   }
 
@@ -382,9 +399,11 @@ export class RedisStore implements Store {
     if (!this.#hub) {
       const sharded = await this.sharded;
       if (!this.#hub) {
-        const subscriber = this.#connection.openSubscriber(sharded, (ch, message) => this.#hub?.deliver(ch, message));
+        const subscriber = this.#connection.openSubscriber(sharded, (ch, message) => hub.deliver(ch, message));
         this.#subscriber = subscriber;
-        this.#hub = new ChannelHub(
+        // The subscriber connection lives only while someone waits: an idle one would keep the
+        // process alive after the caller closed its own client.
+        const hub: ChannelHub = new ChannelHub(
           {
             subscribe: (ch) =>
               subscriber
@@ -393,7 +412,14 @@ export class RedisStore implements Store {
             unsubscribe: (ch) => subscriber.unsubscribe(ch),
           },
           this.#onError,
+          () => {
+            if (this.#hub !== hub) return;
+            this.#hub = undefined;
+            this.#subscriber = undefined;
+            subscriber.close().catch(this.#onError);
+          },
         );
+        this.#hub = hub;
       }
     }
     return this.#hub.subscribe(channel, onMessage);

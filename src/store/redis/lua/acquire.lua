@@ -1,13 +1,12 @@
--- acquire: take the lock if it is free and not promised to another waiter, and issue the next
--- fencing token, in one step. Idempotent per owner token: a command re-sent after its reply was
--- lost finds the lock already its own and gets the same grant back.
+-- acquire: take the lock if it is free (or reserved for this caller), and issue the next fencing
+-- token, in one step. Idempotent per owner token: a command re-sent after its reply was lost finds
+-- the lock already its own and gets the same grant back.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
--- KEYS[1]  lock key        (value: '<owner> <token> <taken-at> <instance>', PX: ttl)
--- KEYS[2]  fencing counter (the latest token; PX: the retention)
+-- KEYS[1]  lock key        (value: see lib/lease.lua; PX: the ttl, or a reservation's)
+-- KEYS[2]  fencing counter ('<token> <taken-at µs> <instance>[|<owner> once released]', PX: retention)
 -- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs)
 -- KEYS[4]  liveness        (hash: owner token -> the waiter's deadline, server time in ms)
--- KEYS[5]  reservation     (value: the owner token a release handed the lock to, PX)
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
@@ -19,30 +18,29 @@
 -- returns  {1, token}  acquired (or already held by this owner: the token of that grant)
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
 local owner = ARGV[1]
-local reserved = redis.call('GET', KEYS[5])
-local now_us, now_ms = server_now()
-if reserved == false or reserved == owner then
-  local token = next_token(KEYS[2], now_us, tonumber(ARGV[3]))
-  if grant(KEYS[1], KEYS[2], owner, ARGV[2], token, now_ms, ARGV[5], ARGV[6]) then
-    if reserved then
-      redis.call('DEL', KEYS[5])
-    end
-    if ARGV[4] == '2' then
-      redis.call('ZREM', KEYS[3], owner)
-      redis.call('HDEL', KEYS[4], owner)
-    end
-    return {1, token}
+local now_us, stamp = server_now()
+if redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2]) then
+  if ARGV[4] == '2' then
+    redis.call('ZREM', KEYS[3], owner)
+    redis.call('HDEL', KEYS[4], owner)
   end
+  return {1, issue(KEYS[2], now_us, stamp, tonumber(ARGV[3]), ARGV[5], ARGV[6])}
 end
-local held = redis.call('GET', KEYS[1])
-if owned_by(held, owner) then
-  return {1, (grant_of(held))}
+local value = redis.call('GET', KEYS[1])
+local holder, flagged, reserved = read_lock(value)
+if holder == owner then
+  return {1, fence_of(redis.call('GET', KEYS[2]))}
+end
+if reserved == owner then
+  -- Handed to us by a release: take it, keeping the flag of the waiters behind.
+  redis.call('SET', KEYS[1], flagged and owner .. '*' or owner, 'PX', ARGV[2])
+  if ARGV[4] == '2' then
+    redis.call('ZREM', KEYS[3], owner)
+    redis.call('HDEL', KEYS[4], owner)
+  end
+  return {1, issue(KEYS[2], now_us, stamp, tonumber(ARGV[3]), ARGV[5], ARGV[6])}
 end
 if ARGV[4] ~= '0' then
-  enqueue(KEYS[3], KEYS[4], owner, now_us, now_ms, tonumber(ARGV[7]))
+  enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]))
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl < 0 then
-  pttl = redis.call('PTTL', KEYS[5])
-end
-return {0, pttl}
+return {0, redis.call('PTTL', KEYS[1])}

@@ -1,13 +1,12 @@
 -- claim-tick: take a job's lock for one tick, unless the lock is held (or reserved for a waiter),
 -- this tick or a later one was already claimed, or the tick lies in the future by the server's
--- clock; record the tick and a 'running' history entry, in one step. The lock is granted as
--- acquire grants it (lib/lease.lua). Idempotent per owner token: a re-sent claim gets its claim back.
+-- clock; record the tick and a 'running' history entry, in one step. The token is issued as
+-- acquire issues it (lib/lease.lua). Idempotent per owner token: a re-sent claim gets its claim back.
 -- include: lib/lease.lua
--- KEYS[1]  lock key        (value: '<owner> <token> <taken-at> <instance>', PX: lockAtMostFor)
--- KEYS[2]  fencing counter (the latest token; PX: the retention)
+-- KEYS[1]  lock key        (value: see lib/lease.lua; PX: lockAtMostFor)
+-- KEYS[2]  fencing counter (as acquire.lua writes it)
 -- KEYS[3]  tick marker     (latest tick claimed, ms since the epoch; no TTL: see keys.ts)
 -- KEYS[4]  run history     (sorted set: score = fencing token, member = run record as JSON; no TTL)
--- KEYS[5]  reservation     (value: the owner token a release handed the lock to, PX)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in ms (lockAtMostFor)
 -- ARGV[3]  the tick's scheduled time in ms since the epoch, or '' for a run without tick identity
@@ -23,15 +22,16 @@
 --                                 time now; nothing changed
 local owner = ARGV[1]
 local held = redis.call('GET', KEYS[1])
-if owned_by(held, owner) then
-  local token, at = grant_of(held)
-  return {1, token, at}
+if read_lock(held) == owner then
+  local token, at = string.match(redis.call('GET', KEYS[2]) or '', '^(%d+) (%d+)')
+  return {1, tonumber(token) or 0, math.floor((tonumber(at) or 0) / 1000)}
 end
-local now_us, now_ms = server_now()
+local now_us, stamp = server_now()
+local now = math.floor(now_us / 1000)
 local tick = ARGV[3]
 if tick ~= '' then
-  if tonumber(tick) > now_ms + tonumber(ARGV[7]) then
-    return {-2, now_ms}
+  if tonumber(tick) > now + tonumber(ARGV[7]) then
+    return {-2, now}
   end
   local last = redis.call('GET', KEYS[3])
   if last and tonumber(last) >= tonumber(tick) then
@@ -41,11 +41,8 @@ end
 if held then
   return {0, redis.call('PTTL', KEYS[1])}
 end
-if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {0, redis.call('PTTL', KEYS[5])}
-end
-local token = next_token(KEYS[2], now_us, 0)
-grant(KEYS[1], KEYS[2], owner, ARGV[2], token, now_ms, ARGV[4], ARGV[6])
+redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
+local token = issue(KEYS[2], now_us, stamp, 0, ARGV[4], ARGV[6])
 if tick ~= '' then
   redis.call('SET', KEYS[3], tick)
 end
@@ -54,7 +51,7 @@ local record = {
   fence = int(token),
   tick = cjson.null,
   instance = ARGV[4],
-  startedAt = now_ms,
+  startedAt = now,
   finishedAt = cjson.null,
   outcome = 'running',
   error = cjson.null,
@@ -64,4 +61,4 @@ if tick ~= '' then
 end
 redis.call('ZADD', KEYS[4], int(token), cjson.encode(record))
 redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[5]) + 1))
-return {1, token, now_ms}
+return {1, token, now}

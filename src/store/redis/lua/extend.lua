@@ -5,14 +5,14 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- returns  1   extended
---          0   expired: no lock at all
+--          0   expired: no lock at all, or reserved for a waiter (the lease ended and was handed on)
 --          -1  not-owner: another owner holds the lock
-local held = redis.call('GET', KEYS[1])
-if owned_by(held, ARGV[1]) then
+local holder = read_lock(redis.call('GET', KEYS[1]))
+if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if held == false then
+if holder == nil then
   return 0
 end
 return -1

@@ -1,14 +1,14 @@
 -- finish-tick: record how a run ended, then end its lease while honouring lockAtLeastFor; a lease
 -- that ends is handed on exactly as release hands on a lock (lib/hand-on.lua). Idempotent per owner
--- token: the record is written once, and a re-sent finish of a released lease answers released.
+-- token: the record is written once, and a re-sent finish of a released lease answers released
+-- (until another owner takes the lock).
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
 -- KEYS[2]  run history (sorted set: score = fencing token)
 -- KEYS[3]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[4]  liveness        (hash: owner token -> deadline)
--- KEYS[5]  reservation     (value: owner token, PX)
--- KEYS[6]  this owner's release marker
+-- KEYS[5]  fencing counter (marked '...|<owner>' once released)
 -- ARGV[1]  owner token
 -- ARGV[2]  the run's fencing token
 -- ARGV[3]  the run's startedAt (server ms, as claim-tick returned it)
@@ -18,14 +18,13 @@
 -- ARGV[7]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[8]  release channel
 -- ARGV[9]  reservation in ms for the waiter woken
--- ARGV[10] life of the release marker in ms
--- ARGV[11] '1' to publish '' when nobody is queued, else '0'
+-- ARGV[10] '1' to publish '' when nobody is queued, else '0'
 -- returns  {1, remaining}  kept: still ours, lockAtLeastFor not over; the lease now ends in remaining ms
 --          {2, 0}          released: deleted and handed on (now, or by this owner's earlier call)
---          {0, 0}          expired: no lock at all (the run is recorded all the same; its
---                          waiters are woken, as release wakes them)
+--          {0, 0}          expired: no lock at all, or handed on (the run is recorded all the
+--                          same; waiters of an expired lock are woken, as release wakes them)
 --          {-1, 0}         not-owner: another owner holds the lock; it is left alone
-local _, now = server_now()
+local now = math.floor(server_now() / 1000)
 for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[2], ARGV[2])) do
   local record = cjson.decode(member)
   if record.outcome == 'running' then
@@ -39,14 +38,14 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[2], ARGV[2])) 
   end
 end
 local held = redis.call('GET', KEYS[1])
-if owned_by(held, ARGV[1]) then
+if read_lock(held) == ARGV[1] then
   local remaining = tonumber(ARGV[3]) + tonumber(ARGV[6]) - now
   if remaining > 0 then
     redis.call('PEXPIRE', KEYS[1], remaining)
     return {1, remaining}
   end
 end
-local ended = end_lease(held, KEYS[1], ARGV[1], KEYS[6], ARGV[10], KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8], ARGV[9], ARGV[11])
+local ended = end_lease(held, KEYS[1], KEYS[5], ARGV[1], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 if ended == 1 then
   return {2, 0}
 end

@@ -6,17 +6,18 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[3]  liveness        (hash: owner token -> deadline)
--- KEYS[4]  reservation     (value: owner token, PX)
+-- KEYS[4]  fencing counter (read only: the deleted holder's grant)
 -- ARGV[1]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[2]  release channel
 -- ARGV[3]  reservation in ms: how long the lock is kept for the waiter woken
 -- ARGV[4]  '1' to publish '' when nobody is queued, else '0'
--- returns  {1, value, woken}  released: value is the deleted lock's value ('<owner> <token> <taken-at>
---                             <instance>'); woken is the waiter now reserved, or '' when none
---          {0}                not-held: no lock at all; nothing changed
-local held = redis.call('GET', KEYS[1])
-if held == false then
+-- returns  {1, owner, woken, counter}  released: owner is the holder whose lock was deleted; woken
+--                             is the waiter now reserved, or '' when nobody was queued; counter is
+--                             the fencing counter's value (the holder's grant), or false
+--          {0}                not-held: no lock at all, or only a reservation; nothing changed
+local holder = read_lock(redis.call('GET', KEYS[1]))
+if holder == nil then
   return {0}
 end
-redis.call('DEL', KEYS[1])
-return {1, held, hand_on(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])}
+local woken = hand_on(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+return {1, holder, woken, redis.call('GET', KEYS[4])}

@@ -1,10 +1,9 @@
--- leave: a waiter gives up; if the lock was reserved for it and is free, hand it on.
+-- leave: a waiter gives up; if the lock was reserved for it, hand it on.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[3]  liveness        (hash: owner token -> deadline)
--- KEYS[4]  reservation     (value: owner token, PX)
 -- ARGV[1]  owner token of the waiter leaving
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
@@ -14,12 +13,9 @@
 --          0   it only left the queue
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-if redis.call('GET', KEYS[4]) ~= ARGV[1] then
+local _, _, reserved = read_lock(redis.call('GET', KEYS[1]))
+if reserved ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[4])
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 1
-end
-hand_on(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+hand_on(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 return 1

@@ -1,10 +1,9 @@
 -- queued: a lock's waiters' queue and reservation, read in one step (operator tooling).
 -- KEYS[1]  waiters         (sorted set: owner token -> arrival)
--- KEYS[2]  reservation     (value: owner token, PX)
+-- KEYS[2]  lock key        (a reservation is its value '~<waiter>', see lib/lease.lua)
 -- ARGV[1]  how many of the first waiters to return
--- returns  {count, reserved, pttl, waiter...}: count of waiters queued; reserved is the owner token
---          the lock is reserved for, or false (nil) when none, and pttl the reservation's ms left
---          (-2 when none); then the first waiters' owner tokens in arrival order
+-- returns  {count, value, pttl, waiter...}: count of waiters queued; the lock key's value (or false)
+--          and its pttl; then the first waiters' owner tokens in arrival order
 local reply = {
   redis.call('ZCARD', KEYS[1]),
   redis.call('GET', KEYS[2]),

@@ -1,21 +1,20 @@
--- release: delete the lock only if this owner holds it, then hand it to the first live waiter.
--- Idempotent per owner token: the release leaves a short-lived marker, so a command re-sent after
--- its reply was lost still answers released. Releasing a lock that expired (and that nobody took
--- since) still hands it on, so its waiters are woken rather than left to their timers.
+-- release: end the lease only if this owner holds it, and hand the lock on if waiters queued.
+-- Idempotent per owner token: the release marks the fencing counter, so a command re-sent after
+-- its reply was lost still answers released (until another owner takes the lock). Releasing a
+-- lock that expired (and that nobody took since) still hands it on, so its waiters are woken
+-- rather than left to their timers.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
--- KEYS[2]  waiters         (sorted set: owner token -> arrival)
--- KEYS[3]  liveness        (hash: owner token -> deadline)
--- KEYS[4]  reservation     (value: owner token, PX)
--- KEYS[5]  this owner's release marker (PX: how long a re-sent release is recognised)
+-- KEYS[2]  fencing counter (marked '...|<owner>' once released)
+-- KEYS[3]  waiters         (sorted set: owner token -> arrival)
+-- KEYS[4]  liveness        (hash: owner token -> deadline)
 -- ARGV[1]  owner token
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
 -- ARGV[4]  reservation in ms: how long the lock is kept for the waiter woken
--- ARGV[5]  life of the release marker in ms
--- ARGV[6]  '1' to publish '' when nobody is queued (for waiters that do not queue), else '0'
+-- ARGV[5]  '1' to publish '' when nobody is queued (for waiters that do not queue), else '0'
 -- returns  1   released (now, or by the same owner's earlier call)
---          0   expired: no lock at all
+--          0   expired: no lock at all, or handed on already
 --          -1  not-owner: another owner holds the lock; it is left alone
-return end_lease(redis.call('GET', KEYS[1]), KEYS[1], ARGV[1], KEYS[5], ARGV[5], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[6])
+return end_lease(redis.call('GET', KEYS[1]), KEYS[1], KEYS[2], ARGV[1], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5])

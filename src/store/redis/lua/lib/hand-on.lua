@@ -1,11 +1,9 @@
--- hand-on: what every script that frees a lock does next (included after lib/lease.lua).
--- Pops the first live waiter (a waiter whose liveness deadline passed has died or lost its place:
--- it is dropped), reserves the lock for it for `ms`, and publishes '<woken> <next>' on the release
--- channel: the waiter woken, and the live waiter after it, which retries when the reservation
--- lapses, so a woken waiter that died costs the others at most the reservation. With nobody to
--- wake, it publishes '' only when `announce` is '1' (waiters that do not queue, as Redlock's).
--- At most 16 dead waiters are dropped per call: the rest go on later calls.
--- returns  the owner token woken, or ''
+-- hand-on: what every script that frees a lock does next, and how waiters queue (included after
+-- lib/lease.lua). The queue is a sorted set of owner tokens by arrival, with a hash of each
+-- waiter's liveness deadline beside it; a waiter whose deadline passed has died (or lost its
+-- place) and is dropped where it is met. At most 16 are dropped per call: the rest go on later.
+
+-- The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too.
 local function first_live(waiters, alive, now_ms, pop)
   for _ = 1, 16 do
     local head
@@ -29,15 +27,27 @@ local function first_live(waiters, alive, now_ms, pop)
   return ''
 end
 
-local function hand_on(waiters, alive, reserved, publish, channel, ms, announce)
+-- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
+-- publish '<woken> <next>' on the release channel: the waiter woken, and the live waiter after it,
+-- which retries when the reservation lapses, so a woken waiter that died costs the others at most
+-- the reservation. With nobody to wake, the lock is simply deleted, and '' is published only when
+-- `announce` is '1' (for waiters that do not queue, as Redlock's).
+-- returns  the owner token woken, or ''
+local function hand_on(lock, waiters, alive, publish, channel, ms, announce)
   local woken, next = '', ''
   if redis.call('EXISTS', waiters) == 1 then
-    local _, now_ms = server_now()
+    local now_ms = math.floor(server_now() / 1000)
     woken = first_live(waiters, alive, now_ms, true)
     if woken ~= '' then
-      redis.call('SET', reserved, woken, 'PX', ms)
       next = first_live(waiters, alive, now_ms, false)
     end
+  end
+  if woken == '' then
+    redis.call('DEL', lock)
+  elseif next == '' then
+    redis.call('SET', lock, '~' .. woken, 'PX', ms)
+  else
+    redis.call('SET', lock, '~' .. woken .. '*', 'PX', ms)
   end
   if publish ~= '' and (woken ~= '' or announce == '1') then
     if next ~= '' then
@@ -49,10 +59,11 @@ local function hand_on(waiters, alive, reserved, publish, channel, ms, announce)
   return woken
 end
 
--- Queue `owner` (at the tail, unless it is queued already) and renew its liveness deadline; the
--- queue keys expire when no waiter renews them. Scores are the server's time in µs, strictly
--- increasing (one past the last waiter's when two arrive within one µs).
-local function enqueue(waiters, alive, owner, now_us, now_ms, lease)
+-- Queue `owner` (at the tail, unless it is queued already), renew its liveness deadline, and flag
+-- the lock (its value `value`) so its release hands it on. The queue keys expire when no waiter
+-- renews them. Scores are the server's time in µs, strictly increasing (one past the last
+-- waiter's when two arrive within one µs).
+local function enqueue(lock, value, waiters, alive, owner, now_us, lease)
   if redis.call('ZSCORE', waiters, owner) == false then
     local score = now_us
     local last = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
@@ -61,30 +72,47 @@ local function enqueue(waiters, alive, owner, now_us, now_ms, lease)
     end
     redis.call('ZADD', waiters, int(score), owner)
   end
-  redis.call('HSET', alive, owner, int(now_ms + lease))
+  redis.call('HSET', alive, owner, int(math.floor(now_us / 1000) + lease))
   redis.call('PEXPIRE', waiters, lease)
   redis.call('PEXPIRE', alive, lease)
+  if string.byte(value, -1) ~= 42 then
+    redis.call('APPEND', lock, '*')
+  end
 end
 
--- End `owner`'s lease on `lock` (whose value the caller read: `held`): delete it, leave the
--- release marker, and hand the lock on. When the lease is not the owner's, say why: a marker means
--- this owner released it already (a re-sent command: released again); no lock at all means it
--- expired, and its waiters are woken unless one holds a reservation; else another owner holds it.
+-- End `owner`'s lease on `lock` (whose value the caller read: `value`): mark the fencing counter
+-- released by this owner, and free the lock, handing it on if waiters are flagged. When the lease
+-- is not the owner's, say why: a counter marked by this owner means it released the lock already
+-- (a re-sent command: released again; only until another owner takes the lock, after which a
+-- re-sent release answers as if the lease had expired); no lock at all means it expired, and its
+-- waiters are woken; a reservation means it expired and was handed on; else another owner holds it.
 -- returns  1 released, 0 expired, -1 not-owner
-local function end_lease(held, lock, owner, marker, marker_ms, waiters, alive, reserved, publish, channel, ms, announce)
-  if owned_by(held, owner) then
-    redis.call('DEL', lock)
-    redis.call('SET', marker, '1', 'PX', marker_ms)
-    hand_on(waiters, alive, reserved, publish, channel, ms, announce)
-    return 1
-  end
-  if redis.call('EXISTS', marker) == 1 then
-    return 1
-  end
-  if held == false then
-    if redis.call('EXISTS', reserved) == 0 then
-      hand_on(waiters, alive, reserved, publish, channel, ms, announce)
+local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce)
+  local holder, flagged = read_lock(value)
+  if holder == owner then
+    -- APPEND keeps the counter's TTL; on a counter gone already it would make a key without one.
+    if redis.call('APPEND', fence, '|' .. owner) == #owner + 1 then
+      redis.call('DEL', fence)
     end
+    if flagged then
+      hand_on(lock, waiters, alive, publish, channel, ms, announce)
+    else
+      redis.call('DEL', lock)
+      if publish ~= '' and announce == '1' then
+        redis.call(publish, channel, '')
+      end
+    end
+    return 1
+  end
+  local counter = redis.call('GET', fence)
+  if counter and string.sub(counter, -#owner - 1) == '|' .. owner then
+    return 1
+  end
+  if value == false then
+    hand_on(lock, waiters, alive, publish, channel, ms, announce)
+    return 0
+  end
+  if holder == nil then
     return 0
   end
   return -1

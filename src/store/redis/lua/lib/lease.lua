@@ -1,13 +1,23 @@
 -- lease: the steps every script that grants, finds or ends a lease shares (included, never copied).
--- A lock key's value is '<owner> <token> <taken-at> <instance>': the owner token, the fencing token
--- the grant issued, the server's time of the grant in ms, and the instance label of the taker. So a
--- command re-sent after a lost reply finds its own grant, and an operator sees who holds a lock.
+--
+-- A lock key's value says who holds the lock, or whom it is kept for:
+--   '<owner>'     held by that owner token
+--   '<owner>*'    held, and waiters have queued since: its release must hand it on
+--   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the key's PX ends
+--   '~<waiter>*'  reserved, with more waiters queued behind
+-- Owner tokens are base64url, so neither mark can be part of one. The flag lets an uncontended
+-- release skip the queue altogether.
+--
+-- The lock's fencing counter holds the latest grant: '<token> <taken-at> <instance>' (the fencing
+-- token, the server's time of the grant in µs, the taker's instance label), and '|<owner>' is
+-- appended once that owner released it. So a command re-sent after its reply was lost finds its own
+-- grant (or its own release), and an operator sees who holds a lock and since when.
 
--- The server's clock, in µs and in ms since the epoch.
+-- The server's clock in µs since the epoch, as a number and as its decimal string (built from
+-- TIME's two parts: formatting a float that large costs more than the rest of a grant).
 local function server_now()
   local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return us, math.floor(us / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
 end
 
 -- An integer as Redis should store it: Lua would write a large number with an exponent.
@@ -15,40 +25,47 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
--- True when a lock value (or false: no lock) is this owner's.
-local function owned_by(value, owner)
-  return value ~= false and string.sub(value, 1, #owner + 1) == owner .. ' '
-end
-
--- The fencing token and the taken-at time a lock value records.
-local function grant_of(value)
-  local token, at = string.match(value, '^%S+ (%d+) (%d+)')
-  return tonumber(token), tonumber(at)
-end
-
--- The next fencing token: one above the stored counter, and never below the server's clock in µs
--- nor below `floor`. A counter lost to a failover, a restart without persistence or an eviction
--- therefore restarts above every token issued before, as long as the clock of the server that
--- issues it has not stepped back by more than the time the counter was missing. µs since the
--- epoch stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
-local function next_token(fence, now_us, floor)
-  local token = tonumber(redis.call('GET', fence) or '0') + 1
-  if token < now_us then
-    token = now_us
+-- Read a lock value (or false: no key): the owner holding it (nil when free or reserved), whether
+-- waiters are flagged, and the waiter it is reserved for (nil unless reserved).
+local function read_lock(value)
+  if value == false then
+    return nil, false, nil
   end
+  local flagged = string.byte(value, -1) == 42
+  if flagged then
+    value = string.sub(value, 1, -2)
+  end
+  if string.byte(value, 1) == 126 then
+    return nil, flagged, string.sub(value, 2)
+  end
+  return value, flagged, nil
+end
+
+-- The token a fencing counter's value (or false: none) records; 0 when there is none.
+local function fence_of(counter)
+  if counter == false then
+    return 0
+  end
+  return tonumber(string.match(counter, '^%d+')) or 0
+end
+
+-- Issue the next fencing token and record the grant in the counter (with its retention): one
+-- above the counter's token, and never below the server's clock in µs (`now_us`, `stamp` as a
+-- string) nor below `floor`. A counter lost to a failover, a restart without persistence or an
+-- eviction therefore restarts above every token issued before, as long as the clock of the server
+-- that issues it has not stepped back by more than the time the counter was missing. µs since the
+-- epoch stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
+local function issue(fence, now_us, stamp, floor, instance, retention)
+  -- The clock's value is the token unless the counter (or the floor) is ahead of it: write it and
+  -- read the counter in one call, and write again only in that rare case.
+  local previous = redis.call('SET', fence, stamp .. ' ' .. stamp .. ' ' .. instance, 'PX', retention, 'GET')
+  local token = fence_of(previous) + 1
   if token < floor then
     token = floor
   end
-  return token
-end
-
--- Take the lock for `owner` with a lease of `ttl` ms if nobody holds it, and store the counter
--- (with its retention). Returns whether it was taken.
-local function grant(lock, fence, owner, ttl, token, now_ms, instance, retention)
-  local value = owner .. ' ' .. int(token) .. ' ' .. int(now_ms) .. ' ' .. instance
-  if not redis.call('SET', lock, value, 'NX', 'PX', ttl) then
-    return false
+  if token <= now_us then
+    return now_us
   end
-  redis.call('SET', fence, int(token), 'PX', retention)
-  return true
+  redis.call('SET', fence, int(token) .. ' ' .. stamp .. ' ' .. instance, 'PX', retention)
+  return token
 end
