@@ -7,12 +7,43 @@
  * taking a wait budget get as many retries as fit in it at their default retry delay.
  */
 
-import { pathToFileURL } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
 import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
-import { createLock, createRedlock, IoredisAdapter } from 'redlock-universal';
 import { Leasehold } from '../dist/index.js';
+
+/**
+ * redlock-universal asks for Node >= 22 (its `engines`), so as a dev dependency it made `npm ci`
+ * warn EBADENGINE on the Node 20 that leasehold supports. The bench installs it on first use
+ * instead, into node_modules without saving it (package.json and package-lock.json stay as they
+ * are; the next `npm ci` removes it). If it cannot be installed, its row is left out, with a note.
+ */
+const REDLOCK_UNIVERSAL = 'redlock-universal@0.8.5';
+
+async function loadOnDemand(spec) {
+  const name = spec.slice(0, spec.lastIndexOf('@'));
+  const root = new URL('..', import.meta.url);
+  // Checked on disk, not by a failed import: Node would remember the failure for this process.
+  if (!existsSync(new URL(`node_modules/${name}/package.json`, root))) {
+    console.error(`bench: installing ${spec} for the bench (not saved to package.json)`);
+    try {
+      execFileSync(
+        'npm',
+        ['install', '--no-save', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error', spec],
+        { cwd: fileURLToPath(root), stdio: ['ignore', 'ignore', 'inherit'] },
+      );
+    } catch (error) {
+      console.error(`bench: leaving ${name} out: cannot install ${spec}: ${error?.message ?? error}`);
+      return undefined;
+    }
+  }
+  return import(name);
+}
+
+const universal = await loadOnDemand(REDLOCK_UNIVERSAL);
 
 function retriesWithin(wait, retryDelay) {
   return Math.ceil(wait / retryDelay);
@@ -105,6 +136,7 @@ function redlockUniversal() {
   return {
     name: 'redlock-universal',
     async setup(clients) {
+      const { createLock, createRedlock, IoredisAdapter } = universal;
       const adapters = clients.map((c) => new IoredisAdapter(c));
       make =
         adapters.length === 1
@@ -164,6 +196,6 @@ export const LIBRARIES = [
   { name: 'redlock', create: redlockLike('redlock', Redlock, ResourceLockedError) },
   { name: '@sesamecare-oss/redlock', create: redlockLike('@sesamecare-oss/redlock', SesameRedlock, SesameLocked) },
   { name: 'redis-semaphore', create: redisSemaphore },
-  { name: 'redlock-universal', create: redlockUniversal },
+  ...(universal ? [{ name: 'redlock-universal', create: redlockUniversal }] : []),
   { name: 'bare ioredis (floor)', create: bareIoredis, reference: true },
 ];
