@@ -59,4 +59,4 @@ export type {
   StoredRun,
 } from './store/port.js';
 export { STORE } from './store/port.js';
-export type { Backend } from './store/resolve.js';
+export type { Backend, IORedisBackend, NodeRedisBackend } from './store/resolve.js';

@@ -133,7 +133,9 @@ export async function demo(options: DemoOptions): Promise<number> {
 
   const redis = memory ? undefined : await connectRedis(options.redis as string);
   const store = memory ? new MemoryStore() : undefined;
-  const observer = new Leasehold((store ?? redis?.client) as object, { prefix: PREFIX });
+  const backend = store ?? redis?.client;
+  if (backend === undefined) throw new Error('the demo has neither a memory store nor a Redis');
+  const observer = new Leasehold(backend, { prefix: PREFIX });
 
   out(bold(`leasehold demo: ${PODS.length} pods run one job, ${options.ticks} ticks`));
   out(

@@ -1,4 +1,4 @@
-import type { Backend } from '../store/resolve.js';
+import type { Backend, IORedisBackend, NodeRedisBackend } from '../store/resolve.js';
 
 /** A connected client of whichever Redis library is installed (both are optional peers). */
 export interface DemoRedis {
@@ -16,7 +16,7 @@ interface IORedisModule {
       maxRetriesPerRequest: number;
       retryStrategy: (times: number) => number | null;
     },
-  ) => {
+  ) => IORedisBackend & {
     connect(): Promise<void>;
     del(...keys: string[]): Promise<unknown>;
     quit(): Promise<unknown>;
@@ -26,7 +26,10 @@ interface IORedisModule {
 }
 
 interface NodeRedisModule {
-  createClient(options: { url: string; socket: { reconnectStrategy: (retries: number) => number | Error } }): {
+  createClient(options: {
+    url: string;
+    socket: { reconnectStrategy: (retries: number) => number | Error };
+  }): NodeRedisBackend & {
     connect(): Promise<unknown>;
     del(keys: string[]): Promise<unknown>;
     quit(): Promise<unknown>;
