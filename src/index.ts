@@ -11,6 +11,7 @@ export {
 } from './core/errors.js';
 export {
   type AcquireOptions,
+  type BackendOperation,
   Leasehold,
   type LeaseholdEvents,
   type LeaseholdOptions,

@@ -91,6 +91,23 @@ export interface LockEvent {
   readonly fencingToken: number;
 }
 
+/**
+ * What leasehold was doing when a background call to the backend failed:
+ * - `acquire`, `extend`, `release`: that call on one Redlock node (the call itself may still succeed on a quorum);
+ * - `wait`: listening for releases while an acquire waits (the subscriber connection);
+ * - `leave-queue`: an acquire that gave up (timed out, aborted, closed) leaving the waiters' queue;
+ * - `check-eviction-policy`: reading the server's `maxmemory-policy` (see `unsafeConfig`).
+ */
+export type BackendOperation = 'acquire' | 'extend' | 'release' | 'wait' | 'leave-queue' | 'check-eviction-policy';
+
+/** The actions a Redlock node's call is reported under, in the words of BackendOperation. */
+const REDLOCK_OPERATIONS: Readonly<Record<string, BackendOperation>> = {
+  acquire: 'acquire',
+  'raise-fence': 'acquire',
+  extend: 'extend',
+  release: 'release',
+};
+
 /** Events a Leasehold instance emits. No event is called 'error': a missing listener never crashes the process. */
 export interface LeaseholdEvents {
   acquired: [LockEvent & { readonly waited: number }];
@@ -101,8 +118,12 @@ export interface LeaseholdEvents {
   extendFailed: [LockEvent & { readonly error: unknown }];
   /** withLock could not release after the work (the lease then ends by its ttl). */
   releaseFailed: [LockEvent & { readonly error: unknown }];
-  /** A background failure not tied to one lock (the subscriber connection, an unsubscribe). */
-  backendError: [{ readonly error: unknown }];
+  /**
+   * A background failure, not thrown to any caller: the subscriber connection, a waiter leaving the
+   * queue, the eviction-policy check, one Redlock node's call. `operation` says which, in the words
+   * of the API; it is absent only where the failing call does not say (a Redlock node's call).
+   */
+  backendError: [{ readonly error: unknown; readonly operation?: BackendOperation }];
   /** Scheduler: a run's task finished without throwing. */
   jobRun: JobEvents['jobRun'];
   /** Scheduler: a tick did not run on this instance (`reason`: locked, already-ran, unavailable, error). */
@@ -170,7 +191,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     this.#ttl = validate.optionalTtl(o.ttl, 'ttl', driftFactor, DEFAULTS.ttl);
     this.#wait = validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait);
     this.#autoExtend = validate.optionalBoolean(o.autoExtend, 'autoExtend', DEFAULTS.autoExtend);
-    const onBackendError = (error: unknown) => this.#emit('backendError', { error });
+    const failed = (operation: BackendOperation) => (error: unknown) =>
+      this.#emit('backendError', { error, operation });
+    const onSubscriberError = failed('wait');
+    const onEvictionCheckError = failed('check-eviction-policy');
     const common = {
       prefix: validate.prefix(o.prefix),
       commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
@@ -184,24 +208,28 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
       validate.distinctBackends(backend);
-      const stores = backend.map((b: unknown) => resolveStore(b, onBackendError));
+      const stores = backend.map((b: unknown) => resolveStore(b, onSubscriberError));
       this.#engine = new RedlockEngine(stores, {
         ...common,
         quorum: validate.quorum(o.quorum, stores.length),
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
-        onBackendError,
+        // A node's failed call, named by its round's action when the engine passes it.
+        onBackendError: (error: unknown, action?: string) => {
+          const operation = action === undefined ? undefined : REDLOCK_OPERATIONS[action];
+          this.#emit('backendError', operation === undefined ? { error } : { error, operation });
+        },
         eviction: new EvictionCheck(
           stores.map((n) => n.store),
           unsafeConfig,
-          onBackendError,
+          onEvictionCheckError,
         ),
       });
     } else {
-      const { store, owned } = resolveStore(backend, onBackendError);
-      const eviction = new EvictionCheck([store], unsafeConfig, onBackendError);
+      const { store, owned } = resolveStore(backend, onSubscriberError);
+      const eviction = new EvictionCheck([store], unsafeConfig, onEvictionCheckError);
       this.#engine = new MutexEngine(store, owned, { ...common, eviction });
     }
-    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: onBackendError });
+    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: onSubscriberError });
     this.#context = {
       keeper: this.#keeper,
       driftFactor,
@@ -329,7 +357,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       // Gave up (timed out, aborted, failed, closed): leave the backend's queue, passing on a
       // reservation, before the caller hears why, so a release right after cannot pick us.
       if (queued && !acquired && this.#engine.leave) {
-        await this.#engine.leave(name, owner).catch((error: unknown) => this.#emit('backendError', { error }));
+        await this.#engine
+          .leave(name, owner)
+          .catch((error: unknown) => this.#emit('backendError', { error, operation: 'leave-queue' }));
       }
       this.#active -= 1;
       if (this.#active === 0) this.#drained?.();

@@ -3,6 +3,7 @@ import { createClient, createCluster, createSentinel } from 'redis';
 import { describe, expectTypeOf, test } from 'vitest';
 import {
   type Backend,
+  type BackendOperation,
   Leasehold,
   type Lock,
   MemoryStore,
@@ -165,5 +166,18 @@ describe('tryWithLock', () => {
     locks.tryWithLock('job', { ttl: 1_000 });
     // @ts-expect-error with whenUnavailable 'run' the work must accept a null lock
     locks.tryWithLock('job', { whenUnavailable: 'run' }, async (_signal: AbortSignal, lock: Lock) => lock.name);
+  });
+});
+
+describe('events', () => {
+  test('backendError names the operation that failed', () => {
+    locks.on('backendError', ({ error, operation }) => {
+      expectTypeOf(error).toEqualTypeOf<unknown>();
+      expectTypeOf(operation).toEqualTypeOf<BackendOperation | undefined>();
+    });
+    expectTypeOf<'acquire' | 'extend' | 'release' | 'wait' | 'leave-queue'>().toExtend<BackendOperation>();
+    // @ts-expect-error not an operation leasehold reports
+    const wrong: BackendOperation = 'connect';
+    void wrong;
   });
 });
