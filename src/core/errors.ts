@@ -61,6 +61,22 @@ export class LockTimeoutError extends LockError {
  */
 export type LostReason = 'not-owner' | 'expired' | 'validity-elapsed' | 'closed' | 'released';
 
+/** Each reason in words, and who holds the lock now where that follows from the reason. */
+function lostBecause(lockName: string, reason: LostReason): string {
+  switch (reason) {
+    case 'not-owner':
+      return `another owner holds it now (which one is not known here; \`leasehold inspect '${lockName}'\` shows its instance and when it took the lock)`;
+    case 'expired':
+      return 'its lease ran out: nobody held it when the extension was tried';
+    case 'validity-elapsed':
+      return "its lease ran out on this client's clock before an extension was confirmed (a pause, a blocked event loop, or a slow or unreachable backend)";
+    case 'closed':
+      return 'the Leasehold instance was closed while it held the lock';
+    case 'released':
+      return 'this process released it already';
+  }
+}
+
 /** The lease is no longer ours. Also the `reason` of an aborted `lock.signal`. */
 export class LockLostError extends LockError {
   readonly lockName: string;
@@ -68,7 +84,11 @@ export class LockLostError extends LockError {
   readonly fencingToken: number;
 
   constructor(lockName: string, reason: LostReason, fencingToken: number, options?: { cause?: unknown }) {
-    super(ErrorCode.LOST, `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}`, options);
+    super(
+      ErrorCode.LOST,
+      `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}: ${lostBecause(lockName, reason)}`,
+      options,
+    );
     this.lockName = lockName;
     this.reason = reason;
     this.fencingToken = fencingToken;
