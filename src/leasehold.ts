@@ -377,16 +377,17 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     if (this.#closed) throw closedError();
     const attempt = await this.#engine.attempt(name, owner, o.ttl, tries, queue);
     if (!attempt.acquired) return { retryIn: attempt.retryIn, holdOff: attempt.holdOff ?? 0 };
+    const holder = attempt.owner ?? owner;
     if (this.#closed || o.signal?.aborted) {
       // Won the lock but nobody will use it: give it back before reporting why.
-      await this.#engine.release(name, owner).catch(() => undefined);
+      await this.#engine.release(name, holder).catch(() => undefined);
       if (this.#closed) throw closedError();
       throw o.signal?.reason;
     }
     const lock = new Lock(
       {
         name,
-        owner,
+        owner: holder,
         fencingToken: attempt.fencingToken,
         ttl: o.ttl,
         validUntil: attempt.validUntil,

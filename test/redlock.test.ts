@@ -10,6 +10,7 @@ import {
   type LeaseholdOptions,
   LockLostError,
   lockKeys,
+  MemoryStore,
   type NodeOutcome,
   QuorumError,
   RedisUnavailableError,
@@ -335,6 +336,53 @@ describe('Redlock: latency', () => {
       timeout: 3_000,
     });
     await waitFor(async () => (await owners(prefix, 'late')).every((o) => o === null), { timeout: 3_000 });
+  });
+});
+
+describe('Redlock: a late grant of an earlier attempt', () => {
+  it('is never counted for a later attempt: the lock stays on a quorum after that grant is given back', async () => {
+    const prefix = randomPrefix();
+    const stores = NODES.map(() => new MemoryStore());
+    // Node 4 takes the first acquire at once but answers it only after 300 ms, far past nodeTimeout.
+    let first = true;
+    const nodes = stores.map((store, i) =>
+      i !== 4
+        ? store
+        : intercept(store, {
+            acquire: async (keys, request) => {
+              const reply = await store.acquire(keys, request);
+              if (first) {
+                first = false;
+                await sleep(300);
+              }
+              return reply;
+            },
+          }),
+    );
+    // Another owner holds nodes 0, 1 and 3: the first attempt gets only node 2 (and node 4, late).
+    const other = [0, 1, 3].map((i) => new Leasehold(stores[i] as Store, { prefix }));
+    cleanups.push(async () => {
+      for (const l of other) await l.close();
+    });
+    const held = await Promise.all(other.map((l) => l.acquire('late-grant', { ttl: 10_000 })));
+    const locks = redlock(prefix, { nodeTimeout: 50 }, nodes);
+    const taking = locks.acquire('late-grant', { ttl: 10_000, wait: 3_000 });
+    // Node 1 frees up while node 4's first answer is still on its way.
+    await sleep(100);
+    await held[1]?.release();
+    const lock = await taking;
+    // Let node 4's late answer land and the first attempt's clean-up run.
+    await sleep(400);
+    const keys = lockKeys(prefix, 'late-grant');
+    const holding = await Promise.all(stores.map(async (s) => (await s.inspect(keys)).owner === lock.owner));
+    expect(lock.expiresIn()).toBeGreaterThan(0);
+    expect(holding.filter(Boolean).length).toBeGreaterThanOrEqual(3);
+    // And nobody else can take it meanwhile.
+    await held[0]?.release();
+    await held[2]?.release();
+    const rival = redlock(prefix, {}, stores);
+    expect(await rival.tryAcquire('late-grant', { ttl: 1_000 })).toBeNull();
+    expect(await lock.release()).toBe(true);
   });
 });
 

@@ -6,7 +6,17 @@ import type { LostReason } from './errors.js';
  * and the waiting logic above it are the same for every topology.
  */
 export type Attempt =
-  | { readonly acquired: true; readonly fencingToken: number; readonly validUntil: number }
+  | {
+      readonly acquired: true;
+      readonly fencingToken: number;
+      readonly validUntil: number;
+      /**
+       * The owner token the lease is held under, when the engine gave this attempt one of its own
+       * (Redlock: a late grant of an earlier attempt, given back when it lands, must not count
+       * for this one). The lock's owner from then on.
+       */
+      readonly owner?: string;
+    }
   /**
    * `retryIn`: ms after which trying again is worth it (the holder's lease), or -1 if unknown.
    * `holdOff`: ms before which no retry is made even when a release is announced (Redlock after a

@@ -23,8 +23,16 @@
  * was live, and B's acquire on n succeeded only once that lease was gone; counters never go down, so
  * n's counter was at least M when B's acquire incremented it, n issued B more than M, and B's token,
  * the maximum over G, is above M. (Had B taken n first, B's validity would have ended before A's
- * began.) This assumes a node never loses its counter: persistence (AOF), and a node that restarts
- * empty breaks this as surely as it breaks exclusion. It does not assume synchronised clocks.
+ * began.) Counters that "never go down": each node issues max(counter + 1, its clock in µs, the
+ * proposal), so a node whose counter is lost (a restart without persistence, the counter's
+ * retention run out, eviction) still issues above every token it issued before, provided its clock
+ * did not step back by more than the outage. That is the one clock assumption; exclusion itself does
+ * not rest on synchronised clocks, only on nodes keeping their leases (a node that restarts empty
+ * while a lease on it is live breaks exclusion: use persistence, or delay its restart by a ttl).
+ *
+ * Every attempt of one acquisition holds under its own owner token (`<owner>.<try>`): a grant of an
+ * earlier attempt that lands after the attempt gave up is released by that attempt's clean-up, and
+ * if it had the same owner it would count as a vote for a later attempt and then vanish under it.
  */
 import { backoff } from '../core/backoff.js';
 import { now } from '../core/clock.js';
@@ -279,7 +287,10 @@ export class RedlockEngine implements LockEngine {
     return new Round(this.#stores, nodes, this.#quorum, action, timeout, call, vote);
   }
 
-  async attempt(name: string, owner: string, ttl: number, tries = 0): Promise<Attempt> {
+  async attempt(name: string, acquisition: string, ttl: number, tries = 0): Promise<Attempt> {
+    // Each attempt holds under an owner token of its own: a grant of an earlier attempt that lands
+    // late is given back by that attempt's clean-up, and must not be counted as a vote for this one.
+    const owner = tries === 0 ? acquisition : `${acquisition}.${tries}`;
     const gate = this.#options.eviction?.gate();
     if (gate) await gate;
     const keys = this.keys(name);
@@ -336,7 +347,7 @@ export class RedlockEngine implements LockEngine {
       const validUntil = this.validUntil(sentAt, ttl);
       if (validUntil - now() < 1)
         return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
-      return { acquired: true, fencingToken: fence, validUntil };
+      return { acquired: true, fencingToken: fence, validUntil, owner };
     }
     if (this.validUntil(sentAt, ttl) <= now()) {
       return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
@@ -364,7 +375,7 @@ export class RedlockEngine implements LockEngine {
     writeBack.reportFailures(this.#onError, true);
     const validUntil = this.validUntil(sentAt, ttl);
     if (validUntil - now() < 1) return this.#fail(name, keys, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
-    return { acquired: true, fencingToken: fence, validUntil };
+    return { acquired: true, fencingToken: fence, validUntil, owner };
   }
 
   /** A won vote that cannot be used after all: give back what it took, then throw. */

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import type { Backend } from '../../src/index.js';
 import { jobKeys, Leasehold, MemoryStore, type SkipReason } from '../../src/index.js';
 import { randomPrefix, startRedis } from '../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
@@ -13,7 +14,7 @@ describe('a fast clock on one instance', () => {
   const defer = deferrals();
 
   async function run(
-    backend: () => Promise<{ a: object; b: object; lastTick(prefix: string): Promise<number | null> }>,
+    backend: () => Promise<{ a: Backend; b: Backend; lastTick(prefix: string): Promise<number | null> }>,
   ) {
     const { a, b, lastTick } = await backend();
     const prefix = randomPrefix();

@@ -1,6 +1,7 @@
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Backend } from '../../src/index.js';
 import { ErrorCode, Leasehold } from '../../src/index.js';
 import { type RedisCluster, randomPrefix, startCluster } from '../harness/index.js';
 import { deferrals } from './fixture.js';
@@ -22,7 +23,7 @@ describe('lock names on a Cluster', () => {
     await cluster?.stop();
   });
 
-  const clients: [string, () => Promise<object>][] = [
+  const clients: [string, () => Promise<Backend>][] = [
     [
       'ioredis',
       async () => {

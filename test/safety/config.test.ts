@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { now } from '../../src/core/clock.js';
+import type { Backend } from '../../src/index.js';
 import { ErrorCode, Leasehold, LockError, RedisUnavailableError } from '../../src/index.js';
 import { isReplyError } from '../../src/store/redis/connection.js';
 import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
@@ -12,7 +13,7 @@ import { deferrals, ioredis } from './fixture.js';
  * memory limit answering OOM, a server that went away. Each is a real redis-server so configured.
  */
 
-type Connect = (server: RedisServer) => Promise<{ client: object; close(): Promise<void> }>;
+type Connect = (server: RedisServer) => Promise<{ client: Backend; close(): Promise<void> }>;
 
 const clients: [string, Connect][] = [
   [
