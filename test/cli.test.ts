@@ -2,11 +2,20 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { colourWanted } from '../src/cli/style.js';
 import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
-import { counterToken, freePort, type RedisServer, randomPrefix, startRedis, waitFor } from './harness/index.js';
+import {
+  counterToken,
+  freePort,
+  type RedisCluster,
+  type RedisServer,
+  randomPrefix,
+  startCluster,
+  startRedis,
+  waitFor,
+} from './harness/index.js';
 
 /** The operator commands, run as an operator would: the built CLI against a real redis-server. */
 
@@ -53,8 +62,8 @@ describe('leasehold CLI against a real Redis', () => {
   const opened: Leasehold[] = [];
 
   /** A Leasehold of its own (its own instance, as another pod would be) under `prefix`. */
-  function instance(prefix: string): Leasehold {
-    const locks = new Leasehold(client, { prefix });
+  function instance(prefix: string, label?: string): Leasehold {
+    const locks = new Leasehold(client, label === undefined ? { prefix } : { prefix, instance: label });
     opened.push(locks);
     return locks;
   }
@@ -100,8 +109,9 @@ describe('leasehold CLI against a real Redis', () => {
 
   it.concurrent('inspect shows the holder, ms left, the fencing token and the waiters queued', async () => {
     const prefix = randomPrefix();
-    const holder = instance(prefix);
+    const holder = instance(prefix, 'pod-a');
     const other = instance(prefix);
+    const before = Date.now();
     const lock = await holder.acquire('orders:1', { ttl: 30_000 });
     const waiting = [other.acquire('orders:1', { wait: 15_000 }), other.acquire('orders:1', { wait: 15_000 })];
     const keys = lockKeys(prefix, 'orders:1');
@@ -111,6 +121,8 @@ describe('leasehold CLI against a real Redis', () => {
     expect(text.code).toBe(0);
     expect(text.stdout).toContain(`holder    ${lock.owner.slice(0, 8)}… (owner token)`);
     expect(text.stdout).not.toContain(lock.owner);
+    expect(text.stdout).toMatch(/^instance +pod-a$/m);
+    expect(text.stdout).toMatch(/^taken +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \(server time\)$/m);
     expect(text.stdout).toMatch(/ttl +\d+ ms left/);
     expect(text.stdout).toMatch(new RegExp(`fence +${lock.fencingToken} \\(latest`));
     expect(text.stdout).toMatch(/waiters +2 queued: /);
@@ -125,12 +137,25 @@ describe('leasehold CLI against a real Redis', () => {
       owner: lock.owner,
       fence: lock.fencingToken,
       waiters: { count: 2 },
+      instance: 'pod-a',
     });
+    // The server's clock and this process's are the same machine's: the grant lies in between.
+    const takenAt = Date.parse(String(state.takenAt));
+    expect(takenAt).toBeGreaterThanOrEqual(before - 1_000);
+    expect(takenAt).toBeLessThanOrEqual(Date.now() + 1_000);
     expect(state.ttl).toBeGreaterThan(0);
     expect(state.ttl).toBeLessThanOrEqual(30_000);
 
     const free = await run(prefix, 'inspect', 'never-taken', '--json');
-    expect(JSON.parse(free.stdout)).toMatchObject({ held: false, owner: null, ttl: null, fence: 0 });
+    expect(JSON.parse(free.stdout)).toMatchObject({
+      held: false,
+      owner: null,
+      ttl: null,
+      fence: 0,
+      instance: null,
+      takenAt: null,
+    });
+    expect(free.stdout).not.toMatch(/^instance/m);
 
     await lock.release();
     for (const next of waiting) await (await next).release();
@@ -138,7 +163,7 @@ describe('leasehold CLI against a real Redis', () => {
 
   it.concurrent('list finds exactly the held locks, not fencing counters, queues or job keys', async () => {
     const prefix = randomPrefix();
-    const locks = instance(prefix);
+    const locks = instance(prefix, 'pod-list');
     const held = await Promise.all(['a:1', 'a:2', 'b:1'].map((name) => locks.acquire(name, { ttl: 30_000 })));
     // Leave behind every other kind of key under the prefix: a released lock's fencing counter,
     // a job's tick marker and history, and a waiters' queue.
@@ -153,12 +178,18 @@ describe('leasehold CLI against a real Redis', () => {
     expect(matched.code).toBe(0);
     const rows = JSON.parse(matched.stdout) as { name: string; fence: number; ttl: number; owner: string }[];
     expect(rows.map((r) => r.name)).toEqual(['a:1', 'a:2']);
-    expect(rows[0]).toMatchObject({ owner: held[0]?.owner, fence: held[0]?.fencingToken });
+    expect(rows[0]).toMatchObject({ owner: held[0]?.owner, fence: held[0]?.fencingToken, instance: 'pod-list' });
+    expect(Date.parse(String((rows[0] as { takenAt?: unknown }).takenAt))).toBeGreaterThan(0);
 
     const all = await run(prefix, 'list');
     expect(all.code).toBe(0);
-    expect(all.stdout.split('\n')[0]).toMatch(/^NAME +TTL +FENCE +HOLDER$/);
-    expect(all.stdout).toMatch(new RegExp(`^b:1 +\\d+ ms +${held[2]?.fencingToken} +`, 'm'));
+    expect(all.stdout.split('\n')[0]).toMatch(/^NAME +TTL +FENCE +HOLDER +INSTANCE +TAKEN$/);
+    expect(all.stdout).toMatch(
+      new RegExp(
+        `^b:1 +\\d+ ms +${held[2]?.fencingToken} +${held[2]?.owner.slice(0, 8)}… +pod-list +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d\\.\\d{3}$`,
+        'm',
+      ),
+    );
     expect(all.stdout).toContain("3 locks held under prefix '");
     expect(all.stdout).not.toMatch(/a:gone|a:job|fence|waiters|tick|runs/);
 
@@ -171,7 +202,7 @@ describe('leasehold CLI against a real Redis', () => {
 
   it.concurrent('release refuses without --force, and with it frees the lock for the next waiter', async () => {
     const prefix = randomPrefix();
-    const first = instance(prefix);
+    const first = instance(prefix, 'pod-stuck');
     const second = instance(prefix);
     const keys = lockKeys(prefix, 'settle');
     const stuck = await first.acquire('settle', { ttl: 30_000 });
@@ -190,15 +221,23 @@ describe('leasehold CLI against a real Redis', () => {
     expect(fenceBefore).toBe(stuck.fencingToken);
     const forced = await run(prefix, 'release', 'settle', '--force');
     expect(forced.code).toBe(0);
-    expect(forced.stdout).toContain(`was held by ${stuck.owner.slice(0, 8)}…, fencing token ${stuck.fencingToken}`);
+    expect(forced.stdout).toContain(
+      `was held by ${stuck.owner.slice(0, 8)}… (pod-stuck), fencing token ${stuck.fencingToken}`,
+    );
     expect(forced.stdout).toContain('handed to waiter');
 
     // The waiter's acquire resolves, with a later token: the forced release left the counter alone.
     const taken = await next;
     expect(taken.fencingToken).toBeGreaterThan(fenceBefore);
     expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
-    // The old holder finds out at its next extension.
-    await expect(stuck.extend()).rejects.toBeInstanceOf(LockLostError);
+    // The old holder finds out at its next extension, with a message that names the lock and
+    // points at who holds it now.
+    const lost = await stuck.extend().catch((error: unknown) => error);
+    expect(lost).toBeInstanceOf(LockLostError);
+    expect((lost as LockLostError).message).toBe(
+      `lost lock "settle" (fencing token ${stuck.fencingToken}): not-owner: another owner holds it now ` +
+        "(which one is not known here; `leasehold inspect 'settle'` shows its instance and when it took the lock)",
+    );
 
     await taken.release();
     const notHeld = await run(prefix, 'release', 'settle', '--force');
@@ -241,7 +280,7 @@ describe('leasehold CLI against a real Redis', () => {
 
   it.concurrent('watch prints each acquisition, release and expiry, with a timestamp', async () => {
     const prefix = randomPrefix();
-    const locks = instance(prefix);
+    const locks = instance(prefix, 'pod-watch');
     const child = spawn(
       process.execPath,
       [CLI, 'watch', 'feed', '--redis', server.url, '--prefix', prefix, '--interval', '20'],
@@ -264,7 +303,7 @@ describe('leasehold CLI against a real Redis', () => {
       const time = '\\d\\d:\\d\\d:\\d\\d\\.\\d{3}';
       expect(seen[0]).toMatch(
         new RegExp(
-          `^${time} {2}feed {2}acquired by ${held.owner.slice(0, 8)}… \\(.+:\\d+\\), fencing token ${held.fencingToken}, \\d+ ms left$`,
+          `^${time} {2}feed {2}acquired by ${held.owner.slice(0, 8)}… \\(pod-watch\\), fencing token ${held.fencingToken}, taken at ${time}, \\d+ ms left$`,
         ),
       );
       expect(seen[1]).toMatch(new RegExp(`^${time} {2}feed {2}released by ${held.owner.slice(0, 8)}…$`));
@@ -293,6 +332,118 @@ describe('leasehold CLI against a real Redis', () => {
     } finally {
       await frozen.stop();
     }
+  });
+});
+
+describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
+  let cluster: RedisCluster;
+  let client: Cluster;
+  const opened: Leasehold[] = [];
+
+  beforeAll(async () => {
+    cluster = await startCluster({ masters: 3 });
+    client = new Cluster(cluster.startupNodes);
+  });
+  afterAll(async () => {
+    await Promise.all(opened.map((locks) => locks.close()));
+    client?.disconnect();
+    await cluster?.stop();
+  });
+
+  function instance(prefix: string, label: string): Leasehold {
+    const locks = new Leasehold(client, { prefix, instance: label });
+    opened.push(locks);
+    return locks;
+  }
+
+  /** The CLI given the URL of one node only, as an operator would type it. */
+  function run(node: RedisServer, prefix: string, ...args: string[]): Promise<Result> {
+    return cli([...args, '--redis', node.url, '--prefix', prefix]);
+  }
+
+  /** The port of the master that serves `key`'s slot, as the cluster itself says. */
+  async function masterOf(key: string): Promise<number> {
+    const slot = Number(await client.cluster('KEYSLOT', key));
+    const ranges = (await client.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
+    const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+    if (range === undefined) throw new Error(`no master serves slot ${slot}`);
+    return range[2][1];
+  }
+
+  function node(i: number): RedisServer {
+    const server = cluster.nodes[i];
+    if (server === undefined) throw new Error(`no node ${i}`);
+    return server;
+  }
+
+  it.concurrent('inspect and release --force follow the slot to the master that holds the lock', async () => {
+    const prefix = randomPrefix();
+    const entry = node(0);
+    // A lock whose slot lives on another master than the node the URL names.
+    let name = '';
+    for (let i = 0; name === ''; i++) {
+      if ((await masterOf(lockKeys(prefix, `order:${i}`).lock)) !== entry.port) name = `order:${i}`;
+    }
+    const keys = lockKeys(prefix, name);
+    const lock = await instance(prefix, 'pod-far').acquire(name, { ttl: 30_000 });
+    // The node the URL names does not have the key: a client of that node alone is redirected.
+    const direct = new Redis(entry.url);
+    try {
+      await expect(direct.get(keys.lock)).rejects.toThrow(/MOVED/);
+    } finally {
+      direct.disconnect();
+    }
+
+    const text = await run(entry, prefix, 'inspect', name);
+    expect(text.stderr).toBe('');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`holder    ${lock.owner.slice(0, 8)}… (owner token)`);
+    expect(text.stdout).toMatch(/^instance +pod-far$/m);
+    expect(text.stdout).toMatch(new RegExp(`fence +${lock.fencingToken} \\(latest`));
+
+    const json = await run(entry, prefix, 'inspect', name, '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({ held: true, owner: lock.owner, instance: 'pod-far' });
+
+    const forced = await run(entry, prefix, 'release', name, '--force');
+    expect(forced.code).toBe(0);
+    expect(forced.stdout).toContain(`was held by ${lock.owner.slice(0, 8)}… (pod-far), fencing token`);
+    expect(await client.exists(keys.lock)).toBe(0);
+    await expect(lock.extend()).rejects.toBeInstanceOf(LockLostError);
+  });
+
+  it.concurrent('list scans every master, whichever node the URL names', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix, 'pod-many');
+    // Enough names that every master serves at least one.
+    const names: string[] = [];
+    const masters = new Set<number>();
+    for (let i = 0; masters.size < cluster.nodes.length || names.length < 6; i++) {
+      const name = `batch:${i}`;
+      names.push(name);
+      masters.add(await masterOf(lockKeys(prefix, name).lock));
+    }
+    const held = await Promise.all(names.map((name) => locks.acquire(name, { ttl: 30_000 })));
+    const released = await locks.acquire('gone');
+    await released.release();
+
+    for (const entry of [node(0), node(1), node(2)]) {
+      const json = await run(entry, prefix, 'list', '--json');
+      expect(json.stderr).toBe('');
+      expect(json.code).toBe(0);
+      const rows = JSON.parse(json.stdout) as { name: string; owner: string; instance: string }[];
+      expect(rows.map((r) => r.name)).toEqual([...names].sort());
+      expect(new Set(rows.map((r) => r.instance))).toEqual(new Set(['pod-many']));
+    }
+
+    const text = await run(node(1), prefix, 'list');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toContain(`${names.length} locks held under prefix '${prefix}' on 3 cluster masters`);
+    const matched = await run(node(2), prefix, 'list', '--match', 'batch:1*', '--json');
+    expect((JSON.parse(matched.stdout) as { name: string }[]).map((r) => r.name)).toEqual(
+      names.filter((n) => n.startsWith('batch:1')).sort(),
+    );
+
+    for (const lock of held) await lock.release();
   });
 });
 

@@ -1,4 +1,4 @@
-import type { Redis, RedisOptions } from 'ioredis';
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { DEFAULTS } from '../core/defaults.js';
 import { RedisUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
@@ -25,7 +25,17 @@ function isOperatorStore(store: Store): store is OperatorStore {
 export interface Operator {
   readonly url: string;
   readonly prefix: string;
+  /** A Redis Cluster (found from the node the URL names) or one server (standalone, or a Sentinel-managed master). */
+  readonly topology: 'standalone' | 'cluster';
+  /** Calls on one lock: on a cluster they go to the master of the lock's slot. */
   readonly store: OperatorStore;
+  /**
+   * The names of the locks under the prefix that match the glob, each once: on a cluster, from
+   * every master, one after the other. Each page is bounded by `commandTimeout`.
+   */
+  scanLocks(match: string, count: number): AsyncIterable<string>;
+  /** Servers the last scan read: 1, or the cluster's masters. */
+  readonly scanned: number;
   /** A Leasehold on the same connection, for what the library keeps above the port (job history). */
   locks(): Leasehold;
   /** Settle with `promise`, or fail with RedisUnavailableError after `commandTimeout`. */
@@ -37,6 +47,7 @@ export interface Operator {
 
 interface IORedisModule {
   default: new (url: string, options: RedisOptions) => Redis;
+  Cluster: new (nodes: { host: string; port: number }[], options: ClusterOptions) => Cluster;
 }
 
 function detail(error: unknown): string {
@@ -44,10 +55,60 @@ function detail(error: unknown): string {
   return error instanceof Error && error.message !== '' ? error.message : String(error);
 }
 
+/** Whether the server is a node of a Redis Cluster (INFO cluster: cluster_enabled:1). */
+async function isClusterNode(client: Redis): Promise<boolean> {
+  return /^cluster_enabled:1\s*$/m.test(await client.info('cluster'));
+}
+
+type Client = Redis | Cluster;
+
+/**
+ * Connect within CONNECT_TIMEOUT, or fail with RedisUnavailableError naming the URL and the
+ * client's last connection error (ECONNREFUSED, ENOTFOUND, …).
+ */
+async function connect(client: Client, url: string, lastError: () => unknown): Promise<void> {
+  const connecting = client.connect();
+  try {
+    await withTimeout(connecting, CONNECT_TIMEOUT, () => new Error(`no answer within ${CONNECT_TIMEOUT} ms`));
+  } catch (error) {
+    connecting.catch(() => undefined);
+    client.disconnect();
+    const why = lastError() ?? error;
+    throw new RedisUnavailableError(`cannot connect to Redis at ${url}: ${detail(why)}`, { cause: why });
+  }
+}
+
+/** A Cluster client for the cluster the node at `url` belongs to, with the URL's credentials and TLS. */
+function clusterClient(ioredis: IORedisModule, url: string): Cluster {
+  const parsed = new URL(url);
+  const redisOptions: NonNullable<ClusterOptions['redisOptions']> = {
+    connectTimeout: CONNECT_TIMEOUT,
+    maxRetriesPerRequest: 0,
+    ...(parsed.username === '' ? {} : { username: decodeURIComponent(parsed.username) }),
+    ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
+    ...(parsed.protocol === 'rediss:' ? { tls: { servername: parsed.hostname } } : {}),
+  };
+  // The node the URL names is where the cluster's slot map is first read; every other master is
+  // found there. As for one server: no reconnection behind the operator's back.
+  return new ioredis.Cluster(
+    [{ host: parsed.hostname.replace(/^\[(.*)\]$/, '$1'), port: parsed.port === '' ? 6379 : Number(parsed.port) }],
+    {
+      lazyConnect: true,
+      redisOptions,
+      clusterRetryStrategy: () => null,
+      slotsRefreshTimeout: CONNECT_TIMEOUT,
+    },
+  );
+}
+
 export async function openOperator(url: string, prefix: string): Promise<Operator> {
   const ioredis = await loadOptional<IORedisModule>('ioredis');
   if (!ioredis) throw new Error('the operator commands need the ioredis package: npm install ioredis');
-  const client = new ioredis.default(url, {
+  let lastError: unknown;
+  const remember = (error: unknown) => {
+    lastError = error;
+  };
+  const standalone = new ioredis.default(url, {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT,
     // One attempt and no reconnection: a command run by hand should fail at once, not retry
@@ -55,20 +116,27 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
   });
-  let lastError: unknown;
-  const remember = (error: unknown) => {
-    lastError = error;
-  };
-  client.on('error', remember);
-  const connecting = client.connect();
-  try {
-    await withTimeout(connecting, CONNECT_TIMEOUT, () => new Error(`no answer within ${CONNECT_TIMEOUT} ms`));
-  } catch (error) {
-    connecting.catch(() => undefined);
-    client.disconnect();
-    throw new RedisUnavailableError(`cannot connect to Redis at ${url}: ${detail(lastError ?? error)}`, {
-      cause: lastError ?? error,
-    });
+  standalone.on('error', remember);
+  await connect(standalone, url, () => lastError);
+  let client: Client = standalone;
+  // A cluster node answers only for its own slots (MOVED for the others): talk to the whole
+  // cluster instead, so a lock is read where its slot lives and a listing covers every master.
+  let cluster: Cluster | undefined;
+  const found = await withTimeout(
+    isClusterNode(standalone),
+    DEFAULTS.commandTimeout,
+    () => new RedisUnavailableError(`Redis at ${url}: INFO got no answer within ${DEFAULTS.commandTimeout} ms`),
+  ).catch((error: unknown) => {
+    standalone.disconnect();
+    throw error;
+  });
+  if (found) {
+    standalone.disconnect();
+    lastError = undefined;
+    cluster = clusterClient(ioredis, url);
+    cluster.on('error', remember);
+    await connect(cluster, url, () => lastError);
+    client = cluster;
   }
   const { store } = resolveStore(client, remember);
   if (!isOperatorStore(store)) {
@@ -77,21 +145,62 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
   }
   let locks: Leasehold | undefined;
   let closing = false;
+  let scanned = 0;
   const ms = DEFAULTS.commandTimeout;
+  const bounded = <T>(promise: Promise<T>, action: string) =>
+    withTimeout(
+      promise,
+      ms,
+      () => new RedisUnavailableError(`${store.kind}: ${action} got no answer within ${ms} ms (commandTimeout)`),
+    );
+  /** Every name one store's scan yields, each page bounded. */
+  async function* scanOne(one: OperatorStore, match: string, count: number): AsyncGenerator<string> {
+    const pages = one.scanLocks(prefix, match, count)[Symbol.asyncIterator]();
+    for (;;) {
+      const next = await bounded(pages.next(), 'scan-locks');
+      if (next.done) return;
+      yield next.value;
+    }
+  }
   return {
     url,
     prefix,
+    topology: cluster ? 'cluster' : 'standalone',
     store,
+    get scanned() {
+      return scanned;
+    },
+    async *scanLocks(match, count) {
+      if (!cluster) {
+        scanned = 1;
+        yield* scanOne(store, match, count);
+        return;
+      }
+      // A keyless scan runs on one node only: scan each master through a store of its own.
+      const masters = cluster.nodes('master');
+      if (masters.length === 0) throw new RedisUnavailableError(`the cluster at ${url} reported no masters`);
+      const seen = new Set<string>();
+      scanned = 0;
+      for (const node of masters) {
+        const one = resolveStore(node, remember).store;
+        try {
+          if (!isOperatorStore(one)) throw new Error(`the ${one.kind} store cannot list locks`);
+          for await (const name of scanOne(one, match, count)) {
+            if (seen.has(name)) continue;
+            seen.add(name);
+            yield name;
+          }
+          scanned += 1;
+        } finally {
+          await one.close();
+        }
+      }
+    },
     locks: () => {
       locks ??= new Leasehold(client, { prefix, commandTimeout: ms });
       return locks;
     },
-    bounded: (promise, action) =>
-      withTimeout(
-        promise,
-        ms,
-        () => new RedisUnavailableError(`${store.kind}: ${action} got no answer within ${ms} ms (commandTimeout)`),
-      ),
+    bounded,
     onLost: (listener) => {
       const onEnd = () => {
         if (closing) return;

@@ -1,6 +1,6 @@
 import { lockKeys } from '../../store/keys.js';
 import { type OperatorCommand, operand } from '../command.js';
-import { msLeft, printJson, shortToken, table } from '../format.js';
+import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
 
 /** Waiters named: a few in the text output, more in --json; the count always covers them all. */
 const WAITERS_SHOWN = 5;
@@ -9,9 +9,14 @@ const WAITERS_JSON = 100;
 export const inspect: OperatorCommand = {
   name: 'inspect',
   synopsis: 'inspect <name> [--json]',
-  summary: "Show a lock's holder, ms left, latest fencing token, queued waiters and reservation.",
+  summary:
+    "Show a lock's holder (its instance and when it took the lock), ms left, latest fencing token, queued waiters and reservation.",
   details: `
-  --json        machine output: full owner tokens (the first 100 waiters), ttl in ms (null when free)
+  --json        machine output: full owner tokens (the first 100 waiters), ttl in ms (null when free),
+                takenAt as ISO 8601
+The instance is the label of the Leasehold that took the lock (its \`instance\` option, default
+hostname:pid); the time taken is the server's, shown in local time. On a Redis Cluster (any
+node's URL) the lock is read on the master that serves its slot.
 `,
   options: { json: { type: 'boolean' } },
   operands: ['name'],
@@ -30,6 +35,8 @@ export const inspect: OperatorCommand = {
         owner: state.owner,
         ttl: state.owner === null || state.pttl < 0 ? null : state.pttl,
         fence: state.fence,
+        instance: state.holder?.instance ?? null,
+        takenAt: state.holder ? new Date(state.holder.takenAt).toISOString() : null,
         waiters: { count: queue.count, first: queue.first },
         reserved: queue.reserved && { owner: queue.reserved.owner, ttl: queue.reserved.pttl },
       });
@@ -44,6 +51,12 @@ export const inspect: OperatorCommand = {
       table([
         ['lock', `${name} (${keys.lock})`],
         ['holder', state.owner === null ? 'none: the lock is free' : `${shortToken(state.owner)} (owner token)`],
+        ...(state.owner === null
+          ? []
+          : [
+              ['instance', state.holder?.instance ?? 'not recorded'],
+              ['taken', state.holder ? `${dateTime(state.holder.takenAt)} (server time)` : 'not recorded'],
+            ]),
         ['ttl', state.owner === null ? '-' : `${msLeft(state.pttl)} left`],
         ['fence', state.fence === 0 ? '0 (never acquired)' : `${state.fence} (latest fencing token issued)`],
         ['waiters', waiters],

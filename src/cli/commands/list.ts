@@ -1,7 +1,7 @@
 import { lockKeys } from '../../store/keys.js';
 import type { LockState } from '../../store/port.js';
 import type { OperatorCommand } from '../command.js';
-import { msLeft, printJson, shortToken, table } from '../format.js';
+import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
 
 /** Keys SCAN looks at per round trip: large enough to be quick, small enough not to stall Redis. */
 const SCAN_COUNT = 500;
@@ -11,24 +11,22 @@ const BATCH = 50;
 export const list: OperatorCommand = {
   name: 'list',
   synopsis: 'list [--match GLOB] [--json]',
-  summary: 'List every lock held under the prefix: name, ms left, fencing token, holder.',
+  summary:
+    'List every lock held under the prefix: name, ms left, fencing token, holder, its instance and when it took the lock.',
   details: `
   --match GLOB  only lock names matching this Redis glob (* ? [abc], default *)
-  --json        machine output
+  --json        machine output (takenAt: the server's time of the grant, ISO 8601)
 Found with SCAN (never KEYS), so a busy Redis is not blocked; a lock taken or released during
-the scan may or may not be listed. Standalone Redis only.
+the scan may or may not be listed. On a Redis Cluster (any node's URL) every master is scanned.
+INSTANCE is the label of the Leasehold that took the lock (default hostname:pid), TAKEN the
+local time of the grant by the server's clock.
 `,
   options: { match: { type: 'string' }, json: { type: 'boolean' } },
   operands: [],
   async run(op, args) {
     const match = args.string('match') ?? '*';
     const names: string[] = [];
-    const pages = op.store.scanLocks(op.prefix, match, SCAN_COUNT)[Symbol.asyncIterator]();
-    for (;;) {
-      const next = await op.bounded(pages.next(), 'scan-locks');
-      if (next.done) break;
-      names.push(next.value);
-    }
+    for await (const name of op.scanLocks(match, SCAN_COUNT)) names.push(name);
     names.sort();
     const held: { name: string; state: LockState }[] = [];
     for (let i = 0; i < names.length; i += BATCH) {
@@ -49,23 +47,28 @@ the scan may or may not be listed. Standalone Redis only.
           owner: state.owner,
           ttl: state.pttl < 0 ? null : state.pttl,
           fence: state.fence,
+          instance: state.holder?.instance ?? null,
+          takenAt: state.holder ? new Date(state.holder.takenAt).toISOString() : null,
         })),
       );
       return 0;
     }
-    const where = `under prefix '${op.prefix}'${match === '*' ? '' : ` matching '${match}'`}`;
+    const masters = op.topology === 'cluster' ? ` on ${op.scanned} cluster masters` : '';
+    const where = `under prefix '${op.prefix}'${match === '*' ? '' : ` matching '${match}'`}${masters}`;
     if (held.length === 0) {
       process.stdout.write(`no locks held ${where}\n`);
       return 0;
     }
     process.stdout.write(
       table([
-        ['NAME', 'TTL', 'FENCE', 'HOLDER'],
+        ['NAME', 'TTL', 'FENCE', 'HOLDER', 'INSTANCE', 'TAKEN'],
         ...held.map(({ name, state }) => [
           name,
           msLeft(state.pttl),
           String(state.fence),
           shortToken(state.owner ?? ''),
+          state.holder?.instance ?? '-',
+          state.holder ? dateTime(state.holder.takenAt) : '-',
         ]),
       ]),
     );

@@ -39,10 +39,12 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
     }
     const fence = reply.holder?.token ?? null;
     if (args.flag('json')) {
-      printJson({ name, result: reply.result, owner: reply.owner, fence, woken: reply.woken });
+      const instance = reply.holder?.instance ?? null;
+      printJson({ name, result: reply.result, owner: reply.owner, instance, fence, woken: reply.woken });
       return 0;
     }
-    const was = `was held by ${shortToken(reply.owner)}${fence === null ? '' : `, fencing token ${fence}`}`;
+    const by = reply.holder ? ` (${reply.holder.instance})` : '';
+    const was = `was held by ${shortToken(reply.owner)}${by}${fence === null ? '' : `, fencing token ${fence}`}`;
     const next =
       reply.woken === null
         ? 'no waiter queued'

@@ -26,7 +26,15 @@ function interrupted(): { promise: Promise<void>; dispose(): void } {
 const DEFAULT_INTERVAL = 100;
 
 type WatchEvent =
-  | { event: 'acquired'; owner: string; instance: string | null; fencingToken: number | null; ttl: number }
+  | {
+      event: 'acquired';
+      owner: string;
+      instance: string | null;
+      fencingToken: number | null;
+      /** The server's time of the grant (ms since the epoch); ISO 8601 in --json. */
+      takenAt: number | null;
+      ttl: number;
+    }
   | { event: 'released'; owner: string }
   | { event: 'expired'; owner: string }
   | { event: 'handed-on'; woken: string; next: string | null };
@@ -36,7 +44,8 @@ function line(name: string, e: WatchEvent): string {
     case 'acquired': {
       const by = e.instance === null ? '' : ` (${e.instance})`;
       const token = e.fencingToken === null ? '' : `, fencing token ${e.fencingToken}`;
-      return `${name}  acquired by ${shortToken(e.owner)}${by}${token}, ${msLeft(e.ttl)} left`;
+      const at = e.takenAt === null ? '' : `, taken at ${clockTime(e.takenAt)}`;
+      return `${name}  acquired by ${shortToken(e.owner)}${by}${token}${at}, ${msLeft(e.ttl)} left`;
     }
     case 'released':
       return `${name}  released by ${shortToken(e.owner)}`;
@@ -58,7 +67,7 @@ export const watch: OperatorCommand = {
                 hand-offs are heard on the lock's channel at once
   --json        one JSON object per line
 Each line: the local time, the lock, and what happened: acquired (by which owner and instance,
-with its fencing token), released, handed to a waiter (heard at once on the lock's channel),
+with its fencing token and the server's time of the grant), released, handed to a waiter (heard at once on the lock's channel),
 expired (the holder let its lease run out: crashed, paused or partitioned). A lease taken and
 ended within one interval is not seen. Exit status 1 if the connection to Redis ends.
 `,
@@ -74,8 +83,10 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
     const every = interval(args);
     const print = (e: WatchEvent) => {
       const at = Date.now();
-      if (json) process.stdout.write(`${JSON.stringify({ at: new Date(at).toISOString(), name, ...e })}\n`);
-      else process.stdout.write(`${clockTime(at)}  ${line(name, e)}\n`);
+      if (json) {
+        const fields = e.event === 'acquired' ? { ...e, takenAt: iso(e.takenAt) } : e;
+        process.stdout.write(`${JSON.stringify({ at: new Date(at).toISOString(), name, ...fields })}\n`);
+      } else process.stdout.write(`${clockTime(at)}  ${line(name, e)}\n`);
     };
     const stop = interrupted();
     let failed: (error: Error) => void = () => {};
@@ -108,6 +119,7 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
             owner: state.owner,
             instance: state.holder?.instance ?? null,
             fencingToken: state.holder?.token ?? null,
+            takenAt: state.holder?.takenAt ?? null,
             ttl: state.pttl,
           });
         }
@@ -138,6 +150,10 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
     }
   },
 };
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
 
 function interval(args: { string(name: string): string | undefined }): number {
   const value = args.string('interval');
