@@ -411,6 +411,52 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
     await expect(lock.extend()).rejects.toBeInstanceOf(LockLostError);
   });
 
+  it.concurrent('watch hears a lock on another master: its acquisition, hand-off and release', async () => {
+    const prefix = randomPrefix();
+    const entry = node(0);
+    let name = '';
+    for (let i = 0; name === ''; i++) {
+      if ((await masterOf(lockKeys(prefix, `feed:${i}`).lock)) !== entry.port) name = `feed:${i}`;
+    }
+    const locks = instance(prefix, 'pod-feed');
+    const child = spawn(
+      process.execPath,
+      [CLI, 'watch', name, '--redis', entry.url, '--prefix', prefix, '--interval', '20'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+    let stderr = '';
+    try {
+      const ready = createInterface({ input: child.stderr });
+      await new Promise<void>((resolve) =>
+        ready.on('line', (l) => {
+          stderr += `${l}\n`;
+          resolve();
+        }),
+      );
+      expect(stderr).toContain(`watching "${name}"`);
+      const seen: string[] = [];
+      createInterface({ input: child.stdout }).on('line', (l) => seen.push(l));
+      const held = await locks.acquire(name, { ttl: 10_000 });
+      await waitFor(() => seen.length === 1, { message: 'the acquisition was seen' });
+      const next = instance(prefix, 'pod-next').acquire(name, { wait: 10_000 });
+      await waitFor(async () => (await client.zcard(lockKeys(prefix, name).waiters)) === 1);
+      await held.release();
+      // Heard on the lock's sharded channel, on the master of its slot.
+      await waitFor(() => seen.some((l) => l.includes('handed to waiter')), { message: 'the hand-off was heard' });
+      const second = await next;
+      await waitFor(() => seen.filter((l) => l.includes('acquired by')).length === 2);
+      expect(seen[0]).toContain(
+        `acquired by ${held.owner.slice(0, 8)}… (pod-feed), fencing token ${held.fencingToken}`,
+      );
+      expect(seen.join('\n')).toContain(`acquired by ${second.owner.slice(0, 8)}… (pod-next)`);
+      await second.release();
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+
   it.concurrent('list scans every master, whichever node the URL names', async () => {
     const prefix = randomPrefix();
     const locks = instance(prefix, 'pod-many');
