@@ -96,9 +96,17 @@ export interface LockEvent {
  * - `acquire`, `extend`, `release`: that call on one Redlock node (the call itself may still succeed on a quorum);
  * - `wait`: listening for releases while an acquire waits (the subscriber connection);
  * - `leave-queue`: an acquire that gave up (timed out, aborted, closed) leaving the waiters' queue;
- * - `check-eviction-policy`: reading the server's `maxmemory-policy` (see `unsafeConfig`).
+ * - `check-eviction-policy`: reading the server's `maxmemory-policy` (see `unsafeConfig`);
+ * - `close`: `close()` stopping a connection leasehold opened (a subscriber).
  */
-export type BackendOperation = 'acquire' | 'extend' | 'release' | 'wait' | 'leave-queue' | 'check-eviction-policy';
+export type BackendOperation =
+  | 'acquire'
+  | 'extend'
+  | 'release'
+  | 'wait'
+  | 'leave-queue'
+  | 'check-eviction-policy'
+  | 'close';
 
 /** The actions a Redlock node's call is reported under, in the words of BackendOperation. */
 const REDLOCK_OPERATIONS: Readonly<Record<string, BackendOperation>> = {
@@ -106,6 +114,8 @@ const REDLOCK_OPERATIONS: Readonly<Record<string, BackendOperation>> = {
   'raise-fence': 'acquire',
   extend: 'extend',
   release: 'release',
+  subscribe: 'wait',
+  close: 'close',
 };
 
 /** Events a Leasehold instance emits. No event is called 'error': a missing listener never crashes the process. */
