@@ -49,7 +49,8 @@ export function commandUsage(command: OperatorCommand): string {
 
 ${command.summary}
 ${command.details}
-  --redis URL   the Redis to use (default: $LEASEHOLD_REDIS_URL, else ${DEFAULT_REDIS_URL})
+  --redis URL   the Redis to use (default: $LEASEHOLD_REDIS_URL, else ${DEFAULT_REDIS_URL});
+                for a Redis Cluster, the URL of any one of its nodes
   --prefix P    the key prefix the locks were taken under (default '${DEFAULTS.prefix}')
   -h, --help    this text
 `;

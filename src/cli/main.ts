@@ -27,7 +27,7 @@ const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
 const USAGE = `usage: leasehold <command> [options]
 
 operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or redis://127.0.0.1:6379,
-and --prefix P, default 'leasehold'; needs ioredis installed):
+any node's URL for a Redis Cluster, and --prefix P, default 'leasehold'; needs ioredis installed):
 ${OPERATOR.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
 other commands:
 ${DEMO_USAGE}  help [command]
