@@ -39,7 +39,7 @@ describe('re-sent commands', () => {
     await client.ping();
     const locks = new Leasehold(client, { prefix });
     defer(() => locks.close());
-    // Load every script, so the faulted call below is one EVALSHA.
+    // Load every script, so the faulted call below is one FCALL.
     await (await locks.acquire('warm-up')).release();
     await locks.runOnce('warm-up', () => undefined);
     return { proxy, locks };
@@ -48,7 +48,7 @@ describe('re-sent commands', () => {
   it('acquire: the re-sent command finds the lock its own and returns that grant', async () => {
     const prefix = randomPrefix();
     const { proxy, locks } = await throughProxy(prefix);
-    const cut = proxy.cutAfter(SCRIPTS.acquire.sha);
+    const cut = proxy.cutAfter(SCRIPTS.acquire.fn);
     const lock = await locks.acquire('order:7', { wait: 2_000 });
     await cut;
     expect(await admin.get(lockKeys(prefix, 'order:7').lock)).toBe(lock.owner);
@@ -61,7 +61,7 @@ describe('re-sent commands', () => {
     const prefix = randomPrefix();
     const { proxy, locks } = await throughProxy(prefix);
     const lock = await locks.acquire('order:8');
-    const cut = proxy.cutAfter(SCRIPTS.release.sha);
+    const cut = proxy.cutAfter(SCRIPTS.release.fn);
     expect(await lock.release()).toBe(true);
     await cut;
     expect(await admin.exists(lockKeys(prefix, 'order:8').lock)).toBe(0);
@@ -71,7 +71,7 @@ describe('re-sent commands', () => {
     const prefix = randomPrefix();
     const { proxy, locks } = await throughProxy(prefix);
     const lock = await locks.acquire('order:9', { ttl: 5_000, autoExtend: false });
-    const cut = proxy.cutAfter(SCRIPTS.extend.sha);
+    const cut = proxy.cutAfter(SCRIPTS.extend.fn);
     await lock.extend(20_000);
     await cut;
     expect(await admin.pttl(lockKeys(prefix, 'order:9').lock)).toBeGreaterThan(15_000);
@@ -81,7 +81,7 @@ describe('re-sent commands', () => {
   it('claim-tick: the re-sent claim returns the claim, so the tick runs (and only here)', async () => {
     const prefix = randomPrefix();
     const { proxy, locks } = await throughProxy(prefix);
-    const cut = proxy.cutAfter(SCRIPTS.claimTick.sha);
+    const cut = proxy.cutAfter(SCRIPTS.claimTick.fn);
     const tick = Date.UTC(2026, 11, 3);
     expect(await locks.runOnce('nightly', () => 'ran', { tick })).toEqual({ ran: true, value: 'ran' });
     await cut;
@@ -95,7 +95,7 @@ describe('re-sent commands', () => {
     const { proxy, locks } = await throughProxy(prefix);
     const released: boolean[] = [];
     locks.on('released', (e) => released.push(e.released));
-    const cut = proxy.cutAfter(SCRIPTS.finishTick.sha);
+    const cut = proxy.cutAfter(SCRIPTS.finishTick.fn);
     expect(await locks.runOnce('hourly', () => 'ran')).toEqual({ ran: true, value: 'ran' });
     await cut;
     expect(released).toEqual([true]);

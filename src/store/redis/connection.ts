@@ -13,6 +13,10 @@ export interface RedisConnection {
   readonly cluster: boolean;
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
   eval(source: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /** FCALL of a function of the library, routed by its first key on a cluster. */
+  fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /** FUNCTION LOAD REPLACE the library on every master behind the client. */
+  loadFunctions(source: string): Promise<void>;
   /** Server major version (from INFO server), to decide between PUBLISH and SPUBLISH. */
   serverMajorVersion(): Promise<number>;
   /** INFO `section` of every master behind the client (one for a standalone or Sentinel client). */

@@ -9,6 +9,8 @@ export interface IORedisLike {
   readonly options?: unknown;
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(source: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  fcall(fn: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  call(command: string, ...args: (string | number)[]): Promise<unknown>;
   info(section: string): Promise<string>;
   duplicate(...args: unknown[]): IORedisLike;
   subscribe(...channels: string[]): Promise<unknown>;
@@ -91,6 +93,21 @@ export class IORedisConnection implements RedisConnection {
 
   eval(source: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return this.#client.eval(source, keys.length, ...keys, ...args);
+  }
+
+  fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return this.#client.fcall(fn, keys.length, ...keys, ...args);
+  }
+
+  async loadFunctions(source: string): Promise<void> {
+    const load = (node: IORedisLike) => node.call('FUNCTION', 'LOAD', 'REPLACE', source);
+    if (!this.cluster) {
+      await load(this.#client);
+      return;
+    }
+    const masters = (this.#client as IORedisClusterLike).nodes('master');
+    if (masters.length === 0) throw new Error('the cluster client knows no master yet');
+    await Promise.all(masters.map(load));
   }
 
   async serverMajorVersion(): Promise<number> {

@@ -132,6 +132,21 @@ export class NodeRedisConnection implements RedisConnection {
     return this.#send(keys[0], ['EVAL', source, String(keys.length), ...keys, ...args.map(String)]);
   }
 
+  fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+    return this.#send(keys[0], ['FCALL', fn, String(keys.length), ...keys, ...args.map(String)]);
+  }
+
+  async loadFunctions(source: string): Promise<void> {
+    const client = this.#client;
+    const command = ['FUNCTION', 'LOAD', 'REPLACE', source];
+    if (!isCluster(client)) {
+      await this.#send(undefined, command);
+      return;
+    }
+    if (client.masters.length === 0) throw new Error('the cluster client knows no master yet');
+    await Promise.all(client.masters.map(async (node) => (await client.nodeClient(node)).sendCommand(command)));
+  }
+
   async serverMajorVersion(): Promise<number> {
     const info = await this.#send(undefined, ['INFO', 'server']);
     return majorFromInfo(String(info));

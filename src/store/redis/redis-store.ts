@@ -29,7 +29,7 @@ import {
   type Subscriber,
 } from './connection.js';
 import { infoField } from './info.js';
-import { runScript } from './run-script.js';
+import { ScriptRunner } from './run-script.js';
 import { SCRIPTS, type Script } from './scripts.js';
 
 /**
@@ -141,6 +141,7 @@ export class RedisStore implements Store {
   readonly [STORE] = true;
   readonly kind: string;
   readonly #connection: RedisConnection;
+  readonly #scripts: ScriptRunner;
   #publish: Promise<string> | undefined;
   /** The publish command once known: standalone is always PUBLISH, a cluster asks its version once. */
   #publishKnown: string | undefined;
@@ -150,6 +151,7 @@ export class RedisStore implements Store {
 
   constructor(connection: RedisConnection, onError: (error: unknown) => void = () => {}) {
     this.#connection = connection;
+    this.#scripts = new ScriptRunner(connection);
     this.kind = connection.kind;
     if (!connection.cluster) this.#publishKnown = 'PUBLISH';
     this.#onError = onError;
@@ -164,7 +166,7 @@ export class RedisStore implements Store {
           cause: down.cause ?? down,
         }),
       );
-    return runScript(this.#connection, script, keys, args).catch((error: unknown) => {
+    return this.#scripts.run(script, keys, args).catch((error: unknown) => {
       throw storeError(this.#connection, script.name, error);
     });
   }

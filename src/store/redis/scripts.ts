@@ -14,11 +14,26 @@ import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
 import scanLocksSource from './lua/scan-locks.lua';
 
-/** A Lua script with its SHA1, so the runner can EVALSHA first. */
+/**
+ * What a script may do, as Redis Functions flags: `read` runs no write command; `free` only ends or
+ * shortens leases, so it must run even when the server is out of memory (release, leave, extend).
+ */
+type Access = 'write' | 'read' | 'free';
+
+/**
+ * A Lua script: its source and SHA1 for EVALSHA/EVAL, and its name in the function library for
+ * FCALL (see LIBRARY below).
+ */
 export interface Script {
   readonly name: string;
+  /** The script as EVAL runs it, includes resolved. */
   readonly source: string;
   readonly sha: string;
+  /** Its function's name in the library: `leasehold_<version>_<name>`. */
+  readonly fn: string;
+  readonly access: Access;
+  /** The script's own text, includes left out (the library defines them once). */
+  readonly body: string;
 }
 
 /** The shared steps a script may include, by the path its `-- include:` line names. */
@@ -38,23 +53,77 @@ export function resolveIncludes(name: string, source: string): string {
   });
 }
 
-function script(name: string, source: string): Script {
+const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
+
+/** What every script's source hashes to together: the library's version, in its name. */
+const SOURCES: readonly (readonly [string, string, Access])[] = [
+  ['acquire', acquireSource, 'write'],
+  ['release', releaseSource, 'free'],
+  ['leave', leaveSource, 'free'],
+  ['extend', extendSource, 'free'],
+  ['raise-fence', raiseFenceSource, 'write'],
+  ['inspect', inspectSource, 'read'],
+  ['claim-tick', claimTickSource, 'write'],
+  ['finish-tick', finishTickSource, 'free'],
+  ['read-job', readJobSource, 'read'],
+  ['force-release', forceReleaseSource, 'free'],
+  ['queued', queuedSource, 'read'],
+  ['scan-locks', scanLocksSource, 'read'],
+];
+
+const VERSION = sha1(SOURCES.map(([, source]) => source).join('\0') + Object.values(LIBRARY).join('\0')).slice(0, 10);
+
+/** The function library's name on the server; a different build of leasehold loads its own. */
+export const LIBRARY_NAME = `leasehold_${VERSION}`;
+
+function script(name: string, source: string, access: Access): Script {
   const resolved = resolveIncludes(name, source);
-  return Object.freeze({ name, source: resolved, sha: createHash('sha1').update(resolved).digest('hex') });
+  return Object.freeze({
+    name,
+    source: resolved,
+    sha: sha1(resolved),
+    fn: `${LIBRARY_NAME}_${name.replace(/-/g, '_')}`,
+    access,
+    body: source.replace(INCLUDE, '').trim(),
+  });
 }
+
+const ALL = SOURCES.map(([name, source, access]) => script(name, source, access));
+const byName = (name: string): Script => ALL.find((s) => s.name === name) as Script;
 
 /** One script per state change; see each file's header for KEYS, ARGV and every return code. */
 export const SCRIPTS = Object.freeze({
-  acquire: script('acquire', acquireSource),
-  release: script('release', releaseSource),
-  leave: script('leave', leaveSource),
-  extend: script('extend', extendSource),
-  raiseFence: script('raise-fence', raiseFenceSource),
-  inspect: script('inspect', inspectSource),
-  claimTick: script('claim-tick', claimTickSource),
-  finishTick: script('finish-tick', finishTickSource),
-  readJob: script('read-job', readJobSource),
-  forceRelease: script('force-release', forceReleaseSource),
-  queued: script('queued', queuedSource),
-  scanLocks: script('scan-locks', scanLocksSource),
+  acquire: byName('acquire'),
+  release: byName('release'),
+  leave: byName('leave'),
+  extend: byName('extend'),
+  raiseFence: byName('raise-fence'),
+  inspect: byName('inspect'),
+  claimTick: byName('claim-tick'),
+  finishTick: byName('finish-tick'),
+  readJob: byName('read-job'),
+  forceRelease: byName('force-release'),
+  queued: byName('queued'),
+  scanLocks: byName('scan-locks'),
 });
+
+const FLAGS: Readonly<Record<Access, string>> = {
+  write: '{}',
+  read: "{'no-writes'}",
+  free: "{'allow-oom'}",
+};
+
+/**
+ * Every script as one Redis Functions library (Redis 7 and later): the shared steps defined once,
+ * each script a function of (KEYS, ARGV) with its own text as the body. FCALL skips what EVALSHA
+ * does on every call (look the script up, build the KEYS and ARGV globals), and a function library
+ * is replicated and persisted with the data, so a promoted replica or a restarted server has it.
+ */
+export const LIBRARY_SOURCE = [
+  `#!lua name=${LIBRARY_NAME}`,
+  ...Object.values(LIBRARY).map((lib) => lib.trimEnd()),
+  ...ALL.map(
+    (s) =>
+      `redis.register_function{function_name='${s.fn}', flags=${FLAGS[s.access]}, callback=function(KEYS, ARGV)\n${s.body}\nend}`,
+  ),
+].join('\n');
