@@ -6,10 +6,10 @@ import { DEFAULTS } from './defaults.js';
  *
  * Order across instances lives in the backend: a waiter that is refused joins the lock's queue
  * there, and a release hands the lock to the first live waiter (reserving it for a moment) and
- * publishes '<woken> <next>': the waiter it woke, and the one after it. Every instance hears it;
- * only the instance whose waiter is named wakes it, so one release wakes one waiter in the whole
- * deployment. The next waiter retries once the reservation has had time to lapse, so a woken
- * waiter that died costs the others at most the reservation.
+ * publishes '<woken> <next> …': the waiter it woke, and up to three live waiters after it. Every
+ * instance hears it; only the instance whose waiter is named wakes it, so one release wakes one
+ * waiter in the whole deployment. The i-th waiter after the woken one retries once i reservations
+ * have had time to lapse, so each dead waiter at the head costs the others at most a reservation.
  *
  * In one instance, the waiters of one lock share one subscription to its release channel, kept
  * a moment after the last one leaves so a busy lock is not resubscribed for every wait. A failed
@@ -51,12 +51,15 @@ class Queue {
       this.pendingWake = true;
       return;
     }
-    const space = message.indexOf(' ');
-    const woken = space < 0 ? message : message.slice(0, space);
-    const next = space < 0 ? '' : message.slice(space + 1);
+    const [woken, ...next] = message.split(' ');
     for (const waiter of this.waiters) {
-      if (waiter.owner === woken) waiter.wakeOrRemember();
-      else if (waiter.owner === next) waiter.retryBy(now() + this.#lapse);
+      if (waiter.owner === woken) {
+        waiter.wakeOrRemember();
+        continue;
+      }
+      // The i-th waiter after the woken one retries once i reservations could have lapsed.
+      const place = next.indexOf(waiter.owner);
+      if (place >= 0) waiter.retryBy(now() + this.#lapse * (place + 1));
     }
   }
 }

@@ -71,6 +71,26 @@ describe('dead and departing waiters', () => {
     await lastLock.release();
   });
 
+  it('two dead waiters in a row cost the live waiter behind them one reservation each, not its fallback timer', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('q2', { ttl: 30_000 });
+    await deadWaiter(prefix, 'q2');
+    await deadWaiter(prefix, 'q2');
+    const last = b.acquire('q2', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q2')) === 3);
+    await sleep(300);
+    // Handed to the first dead waiter; the second is next in line and the live one after it.
+    await held.release();
+    const released = now();
+    const lastLock = await last;
+    const waited = now() - released;
+    expect(waited).toBeGreaterThanOrEqual(DEFAULTS.reservation);
+    expect(waited).toBeLessThan(2 * DEFAULTS.reservation + 500);
+    await lastLock.release();
+  });
+
   it('waiters that stopped trying are dropped: after their liveness, hand-offs skip them, and the queue expires', async () => {
     const prefix = randomPrefix();
     const a = instance(prefix);

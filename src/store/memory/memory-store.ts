@@ -195,6 +195,15 @@ export class MemoryStore implements Store {
     if (woken !== '') {
       this.#reservations.set(keys.lock, { owner: woken, expiresAt: now() + handOn.reservation });
       next = this.#firstLive(keys.waiters, false);
+      if (next !== '') {
+        // Up to two more live waiters after the next one, as lua/lib/hand-on.lua publishes them.
+        const after = [...(this.#waiters.get(keys.waiters) ?? [])]
+          .slice(1, 5)
+          .filter(([, deadline]) => deadline >= now())
+          .slice(0, 2)
+          .map(([owner]) => owner);
+        next = [next, ...after].join(' ');
+      }
     }
     if (woken !== '' || handOn.announce) {
       const message = next === '' ? woken : `${woken} ${next}`;

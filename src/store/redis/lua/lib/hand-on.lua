@@ -28,10 +28,11 @@ local function first_live(waiters, alive, now_ms, pop)
 end
 
 -- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
--- publish '<woken> <next>' on the release channel: the waiter woken, and the live waiter after it,
--- which retries when the reservation lapses, so a woken waiter that died costs the others at most
--- the reservation. With nobody to wake, the lock is simply deleted, and '' is published only when
--- `announce` is '1' (for waiters that do not queue, as Redlock's).
+-- publish '<woken> <next> [<then> <then>]' on the release channel: the waiter woken, and up to three
+-- live waiters after it, the i-th of which retries i reservations later; so each woken or next
+-- waiter that died costs the others at most one reservation. With nobody to wake, the lock is
+-- simply deleted, and '' is published only when `announce` is '1' (for waiters that do not queue,
+-- as Redlock's).
 -- returns  the owner token woken, or ''
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce)
   local woken, next = '', ''
@@ -40,6 +41,18 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce)
     woken = first_live(waiters, alive, now_ms, true)
     if woken ~= '' then
       next = first_live(waiters, alive, now_ms, false)
+      if next ~= '' then
+        local after = 0
+        for _, w in ipairs(redis.call('ZRANGE', waiters, 1, 4)) do
+          if after == 2 then
+            break
+          end
+          if tonumber(redis.call('HGET', alive, w) or '0') >= now_ms then
+            next = next .. ' ' .. w
+            after = after + 1
+          end
+        end
+      end
     end
   end
   if woken == '' then
