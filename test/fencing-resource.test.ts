@@ -31,8 +31,9 @@ import {
 /**
  * The resource side of fencing: a holder paused past its lease wakes and writes with its old
  * token while another instance holds the lock and has written with a newer one. The fenced write
- * (a Redis script, a SQL UPDATE with `fence < $token`) refuses it; the same run with a plain write
- * lets it land, so the check is shown to be what stops it.
+ * (a Redis script, a SQL UPDATE with `fence <= $token`) refuses it; the same run with a plain write
+ * lets it land, so the check is shown to be what stops it. A token equal to the stored fence comes
+ * from the same grant, and its holder may write again.
  */
 
 /** A token as leasehold issues them: the server clock in µs. */
@@ -177,9 +178,9 @@ describe('token checks (no server)', () => {
 });
 
 describe('fencedUpdateSql', () => {
-  it('builds UPDATE … SET cols, fence = $n WHERE id = $m AND fence < $n, the token as a decimal string', () => {
+  it('builds UPDATE … SET cols, fence = $n WHERE id = $m AND fence <= $n, the token as a decimal string', () => {
     expect(fencedUpdateSql({ table: 'accounts', set: { balance: 120, note: 'x' }, id: 'acct-1', token: T })).toEqual({
-      text: 'UPDATE "accounts" SET "balance" = $1, "note" = $2, "fence" = $3 WHERE "id" = $4 AND "fence" < $3',
+      text: 'UPDATE "accounts" SET "balance" = $1, "note" = $2, "fence" = $3 WHERE "id" = $4 AND "fence" <= $3',
       values: [120, 'x', '1796287110708800', 'acct-1'],
     });
   });
@@ -198,7 +199,7 @@ describe('fencedUpdateSql', () => {
     ).toEqual({
       text:
         'UPDATE "billing"."Ledger" SET "order" = $1, "last_token" = $2 ' +
-        'WHERE "account_id" = $3 AND "last_token" < $2 AND "last_token" = $4',
+        'WHERE "account_id" = $3 AND "last_token" <= $2 AND "last_token" = $4',
       values: ['o-1', String(T + 2), 7, String(T + 1)],
     });
     expect(fencedUpdateSql({ table: 't', set: {}, id: 1, token: T, expectedFence: 0 }).values).toEqual([
@@ -271,15 +272,53 @@ describe('Redis', () => {
     describe(label, () => {
       const client = (): FencingRedisClient => clients.find((c) => c.label === label)!.client;
 
-      it('stores a value with its token; an equal token is refused, a larger one accepted', async () => {
+      it('stores a value with its token; an equal or larger token is accepted, an older one refused', async () => {
         const key = `${randomPrefix()}:doc`;
         expect(await fencedRead(client(), key)).toBeNull();
         expect(await fencedWrite(client(), key, T, 'first')).toEqual({ written: true });
         expect(await fencedRead(client(), key)).toEqual({ value: 'first', fence: T });
-        expect(await fencedWrite(client(), key, T, 'same token')).toEqual({ written: false, newest: T });
+        expect(await fencedWrite(client(), key, T, 'same token')).toEqual({ written: true });
+        expect(await fencedRead(client(), key)).toEqual({ value: 'same token', fence: T });
         expect(await fencedWrite(client(), key, T - 1, 'older')).toEqual({ written: false, newest: T });
         expect(await fencedWrite(client(), key, T + 1, 'newer')).toEqual({ written: true });
+        expect(await fencedWrite(client(), key, T, 'older now')).toEqual({ written: false, newest: T + 1 });
         expect(await fencedRead(client(), key)).toEqual({ value: 'newer', fence: T + 1 });
+      });
+
+      it("a holder writes twice with its grant's token; after a newer grant wrote, the older token is refused", async () => {
+        const prefix = randomPrefix();
+        const key = `${prefix}:doc`;
+        const locks = new Leasehold(lockClient, { prefix });
+        try {
+          const first = await locks.acquire('doc', { ttl: 10_000 });
+          const older = first.fencingToken;
+          expect(await fencedWrite(client(), key, older, 'draft')).toEqual({ written: true });
+          expect(await fencedUpdate(client(), key, older, (v) => `${v} + final`)).toEqual({
+            written: true,
+            value: 'draft + final',
+            attempts: 1,
+          });
+          expect(await fencedRead(client(), key)).toEqual({ value: 'draft + final', fence: older });
+          await first.release();
+          const second = await locks.acquire('doc', { ttl: 10_000 });
+          const newer = second.fencingToken;
+          expect(newer).toBeGreaterThan(older);
+          expect(await fencedWrite(client(), key, newer, 'second holder')).toEqual({ written: true });
+          expect(await fencedWrite(client(), key, newer, 'second holder again')).toEqual({ written: true });
+          // The first grant's token, once the same as the fence, is now refused with the newer one.
+          expect(await fencedWrite(client(), key, older, 'late')).toEqual({ written: false, newest: newer });
+          let called = false;
+          const late = await fencedUpdate(client(), key, older, () => {
+            called = true;
+            return 'late';
+          });
+          expect(late).toEqual({ written: false, newest: newer, attempts: 1 });
+          expect(called).toBe(false);
+          expect(await fencedRead(client(), key)).toEqual({ value: 'second holder again', fence: newer });
+          await second.release();
+        } finally {
+          await locks.close();
+        }
       });
 
       it('compares tokens exactly: more digits win, and the largest safe integer round-trips', async () => {
@@ -327,12 +366,19 @@ describe('Redis', () => {
         const key = `${randomPrefix()}:counter`;
         await fencedWrite(client(), key, T, '1');
         let called = false;
-        const stale = await fencedUpdate(client(), key, T, () => {
+        const stale = await fencedUpdate(client(), key, T - 1, () => {
           called = true;
           return 'x';
         });
         expect(stale).toEqual({ written: false, newest: T, attempts: 1 });
         expect(called).toBe(false);
+        // The token of the write it reads back is its own: it builds on it.
+        expect(await fencedUpdate(client(), key, T, (v) => `${v}+`)).toEqual({
+          written: true,
+          value: '1+',
+          attempts: 1,
+        });
+        expect(await fencedRead(client(), key)).toEqual({ value: '1+', fence: T });
         const overtaken = await fencedUpdate(client(), key, T + 1, async () => {
           await fencedWrite(client(), key, T + 2, 'newest');
           return 'lost';
@@ -363,6 +409,7 @@ describe('Redis', () => {
           prefix,
           { target: 'redis', fenced: true, key, value: 'from the paused holder' },
           async (token) => {
+            expect(await fencedWrite(client(), key, token, 'a draft from the new holder')).toEqual({ written: true });
             expect(await fencedWrite(client(), key, token, 'from the new holder')).toEqual({ written: true });
           },
         );
@@ -420,13 +467,14 @@ describe('Redis Cluster', () => {
       for (let i = 0; i < 6; i++) {
         const key = `${randomPrefix()}:doc:${i}`;
         expect(await fencedWrite(client, key, T, 'a')).toEqual({ written: true });
-        expect(await fencedWrite(client, key, T, 'b')).toEqual({ written: false, newest: T });
+        expect(await fencedWrite(client, key, T, 'b')).toEqual({ written: true });
+        expect(await fencedWrite(client, key, T - 1, 'c')).toEqual({ written: false, newest: T });
         expect(await fencedUpdate(client, key, T + 1, (v) => `${v}+`)).toEqual({
           written: true,
-          value: 'a+',
+          value: 'b+',
           attempts: 1,
         });
-        expect(await fencedRead(client, key)).toEqual({ value: 'a+', fence: T + 1 });
+        expect(await fencedRead(client, key)).toEqual({ value: 'b+', fence: T + 1 });
       }
     }
   });
@@ -497,15 +545,19 @@ describe('PostgreSQL', () => {
     return id;
   }
 
-  it('an equal token is refused, a larger one accepted; the bigint column holds the token exactly', async () => {
+  it('an equal or larger token is accepted, an older one refused; the bigint column holds the token exactly', async () => {
     const id = await newRow();
     const write = (token: number, note: string) => fencedUpdatePg(db, { table: 'ledger', set: { note }, id, token });
     expect(await write(T, 'a')).toEqual({ written: true });
-    expect(await write(T, 'b')).toEqual({ written: false });
+    expect(await write(T, 'b')).toEqual({ written: true });
+    expect(await row(id)).toEqual({ note: 'b', fence: String(T) });
     expect(await write(T - 1, 'c')).toEqual({ written: false });
     expect(await write(Number.MAX_SAFE_INTEGER, 'd')).toEqual({ written: true });
+    expect(await write(Number.MAX_SAFE_INTEGER, 'e')).toEqual({ written: true });
+    expect(await write(Number.MAX_SAFE_INTEGER - 1, 'f')).toEqual({ written: false });
+    expect(await write(T, 'g')).toEqual({ written: false });
     // pg returns a bigint as a string: exact, and Number() of it is exact for any token.
-    expect(await row(id)).toEqual({ note: 'd', fence: String(Number.MAX_SAFE_INTEGER) });
+    expect(await row(id)).toEqual({ note: 'e', fence: String(Number.MAX_SAFE_INTEGER) });
     expect(await fencedUpdatePg(db, { table: 'ledger', set: { note: 'x' }, id: 'no such row', token: T })).toEqual({
       written: false,
     });
@@ -537,6 +589,10 @@ describe('PostgreSQL', () => {
     expect(await update(newer, stale, id2)).toEqual({ written: false });
     expect(await update(newer, await row(id2), id2)).toEqual({ written: true });
     expect(await row(id2)).toEqual({ note: `initial + ${older} + ${newer}`, fence: String(newer) });
+    // The newer holder reads its own write back and updates again with the same token.
+    expect(await update(newer, await row(id2), id2)).toEqual({ written: true });
+    expect(await row(id2)).toEqual({ note: `initial + ${older} + ${newer} + ${newer}`, fence: String(newer) });
+    expect(await update(older, await row(id2), id2)).toEqual({ written: false });
   });
 
   it('a holder paused past its lease: its stale fencedUpdatePg is rejected', async () => {
@@ -548,6 +604,8 @@ describe('PostgreSQL', () => {
       prefix,
       { target: 'pg', fenced: true, table: 'ledger', id, value: 'from the paused holder' },
       async (token) => {
+        const draft = { note: 'a draft from the new holder' };
+        expect(await fencedUpdatePg(db, { table: 'ledger', set: draft, id, token })).toEqual({ written: true });
         const set = { note: 'from the new holder' };
         expect(await fencedUpdatePg(db, { table: 'ledger', set, id, token })).toEqual({ written: true });
       },

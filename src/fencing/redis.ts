@@ -1,9 +1,10 @@
 import { fenceNumber, tokenString } from './token.js';
 
 /**
- * The resource side of fencing on Redis: a key is a hash `{ value, fence }`, and a write lands
- * only if its token is strictly above the fence stored with the key, checked and stored in one
- * script. Structural client types, so that neither ioredis nor redis is loaded by this module.
+ * The resource side of fencing on Redis: a key is a hash `{ value, fence }`, and a write is
+ * accepted when its token is not lower than the fence stored with the key (the newest token the
+ * key has seen; an equal token comes from the same grant), checked and stored in one script.
+ * Structural client types, so that neither ioredis nor redis is loaded by this module.
  */
 
 /** An ioredis `Redis` or `Cluster`: `eval(script, numKeys, ...keysAndArgs)`. */
@@ -53,8 +54,9 @@ export type FencedUpdateResult =
 
 export interface FencedUpdateOptions {
   /**
-   * Reads and writes to try before giving up with an error. A try is lost only to a write with a
-   * token between the fence read and this token, so more than a few in a row is unusual. Default 10.
+   * Reads and writes to try before giving up with an error. A try is lost only to a write landing
+   * between its read and its write with a token above the fence read and not above this one, so
+   * more than a few in a row is unusual. Default 10.
    */
   readonly maxAttempts?: number;
 }
@@ -63,15 +65,15 @@ export interface FencedUpdateOptions {
  * The one write script. Tokens are compared as decimal strings (length first, then digits), so the
  * comparison is exact for any size and no Lua number ever formats a token.
  */
-export const FENCED_WRITE_SCRIPT = `-- fenced write: store a value with its fencing token only if the token is strictly above the
--- fence stored with the key, checked and stored in one step.
+export const FENCED_WRITE_SCRIPT = `-- fenced write: store a value with its fencing token only if the token is not lower than the
+-- fence stored with the key (an equal token comes from the same grant), checked and stored in one step.
 -- KEYS[1]  a hash {value, fence}
 -- ARGV[1]  the writer's fencing token, decimal digits
 -- ARGV[2]  the value
 -- ARGV[3]  (a read-modify-write only) the fence the writer read, '' when there was none
 -- returns  {1}         written
---          {0, fence}  refused: the stored fence is at or above the token
---          {2, fence}  (read-modify-write) the fence moved since the read, still below the token
+--          {0, fence}  refused: the stored fence is above the token
+--          {2, fence}  (read-modify-write) the fence moved since the read, still not above the token
 local token = ARGV[1]
 if not string.match(token, '^[1-9]%d*$') then
   return redis.error_reply('ERR fenced write: the token is not a positive integer: ' .. token)
@@ -82,7 +84,7 @@ if stored then
     return redis.error_reply('ERR fenced write: the stored fence is not an integer: ' .. stored)
   end
   local fence = string.gsub(stored, '^0+(%d)', '%1')
-  if #fence > #token or (#fence == #token and fence >= token) then
+  if #fence > #token or (#fence == #token and fence > token) then
     return {0, fence}
   end
 end
@@ -154,9 +156,10 @@ async function readRaw(client: FencingRedisClient, key: string): Promise<[string
 }
 
 /**
- * Stores `value` under `key` with `token` if `token` is strictly above the fence stored with the
- * key (any token wins on a key without one), in one script. Refused: `{ written: false, newest }`,
- * the fence that beat it. An equal token is refused too: a token writes a key once.
+ * Stores `value` under `key` with `token` if `token` is not lower than the fence stored with the
+ * key (any token wins on a key without one), in one script: the holder of a grant may write the
+ * key again with its own token. Refused: `{ written: false, newest }`, the stored fence, which is
+ * above `token`.
  */
 export async function fencedWrite(
   client: FencingRedisClient,
@@ -185,9 +188,11 @@ export async function fencedRead(client: FencingRedisClient, key: string): Promi
 /**
  * Read-modify-write under a fencing token, without WATCH: reads the key, computes
  * `update(current)` (`null` for a missing key), and writes the result in a script that checks
- * both that the fence is still the one read and that `token` is strictly above it. A fence that
- * moved (a write with a token between the read and this one) means read and compute again; a
- * fence at or above `token` refuses, with the newest fence, without calling `update` again.
+ * both that the fence is still the one read and that `token` is not lower than it. A fence that
+ * moved to a token not above this one (a write made between the read and this one) means read and
+ * compute again; a fence above `token` refuses, with that fence, without calling `update` again.
+ * The check is on the fence, and a write under this same token leaves it as it was: within a
+ * grant, run one read-modify-write of a key at a time.
  */
 export async function fencedUpdate(
   client: FencingRedisClient,
@@ -208,7 +213,7 @@ export async function fencedUpdate(
   let value = firstValue;
   let fence = firstFence;
   for (let attempt = 1; ; attempt++) {
-    if (fence !== null && fenceNumber(fence, fn) >= token) {
+    if (fence !== null && fenceNumber(fence, fn) > token) {
       return { written: false, newest: fenceNumber(fence, fn), attempts: attempt };
     }
     const next = await update(value);

@@ -1,9 +1,10 @@
 import { tokenString } from './token.js';
 
 /**
- * The resource side of fencing in SQL: an UPDATE that lands only if the row's fence column is
- * below the writer's token, and stores the token with the write. Written for PostgreSQL's `$n`
- * placeholders; the fence column should be a `bigint` (tokens are above 2^31).
+ * The resource side of fencing in SQL: an UPDATE that lands only if the writer's token is not
+ * lower than the row's fence column (an equal token comes from the same grant), and stores the
+ * token with the write. Written for PostgreSQL's `$n` placeholders; the fence column should be a
+ * `bigint` (tokens are above 2^31).
  */
 
 export interface FencedUpdateSqlOptions {
@@ -22,7 +23,9 @@ export interface FencedUpdateSqlOptions {
   /**
    * For a read-modify-write without a row lock: the fence the writer read with the row. The
    * update then also requires the fence to be unchanged, so a write made since the read (even an
-   * older token's) is not overwritten by a value computed from what it replaced.
+   * older token's) is not overwritten by a value computed from what it replaced. A write under the
+   * writer's own token leaves the fence as it was, so this does not see one: within a grant, run
+   * one read-modify-write of a row at a time (or lock the row).
    */
   readonly expectedFence?: number;
 }
@@ -57,7 +60,7 @@ function quoteTable(table: unknown): string {
 }
 
 /**
- * `UPDATE <table> SET <col> = $1, ..., <fence> = $n WHERE <id> = $m AND <fence> < $n`, with its
+ * `UPDATE <table> SET <col> = $1, ..., <fence> = $n WHERE <id> = $m AND <fence> <= $n`, with its
  * parameters: the set values, the token as a decimal string, the id (and, with `expectedFence`,
  * `AND <fence> = $k`). Identifiers are checked and double-quoted; values are only parameters.
  */
@@ -87,7 +90,7 @@ export function fencedUpdateSql(options: FencedUpdateSqlOptions): SqlStatement {
   const tokenParam = `$${values.length}`;
   assignments.push(`${fence} = ${tokenParam}`);
   values.push(options.id);
-  let where = `${id} = $${values.length} AND ${fence} < ${tokenParam}`;
+  let where = `${id} = $${values.length} AND ${fence} <= ${tokenParam}`;
   if (options.expectedFence !== undefined) {
     // 0 is the default of a row never written with a token.
     const expected =
@@ -100,7 +103,7 @@ export function fencedUpdateSql(options: FencedUpdateSqlOptions): SqlStatement {
 
 /**
  * Runs `fencedUpdateSql(options)`: `{ written: true }` when it updated the row, `{ written: false }`
- * when it did not (the row's fence is at or above the token, the fence is not `expectedFence`, or
+ * when it did not (the row's fence is above the token, the fence is not `expectedFence`, or
  * there is no row with that id).
  */
 export async function fencedUpdatePg(pg: PgQueryable, options: FencedUpdateSqlOptions): Promise<{ written: boolean }> {
