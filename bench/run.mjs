@@ -93,8 +93,13 @@ function versionAt(url) {
 }
 
 /** Read from the file: some peers do not export their package.json. */
+/** A package's version, or 'not installed' (an on-demand peer whose install failed). */
 function packageVersion(name) {
-  return versionAt(new URL(`../node_modules/${name}/package.json`, import.meta.url));
+  try {
+    return versionAt(new URL(`../node_modules/${name}/package.json`, import.meta.url));
+  } catch {
+    return 'not installed';
+  }
 }
 
 function leaseholdRevision() {
