@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis } from './harness/index.js';
 
 /**
  * The package as a user gets it: `npm pack` (its prepack script builds), the tarball installed into
@@ -212,6 +213,30 @@ describe('the packed package, installed into a project of its own', () => {
     const expected = { fencingToken: true, whileHeld: null, released: true, afterwards: true, lockError: 'function' };
     expect(JSON.parse(esm?.stdout ?? '')).toEqual({ format: 'esm', ...expected });
     expect(JSON.parse(cjs?.stdout ?? '')).toEqual({ format: 'cjs', ...expected, ioredis: 'not installed' });
+  });
+
+  it('the README quick start, run from the installed tarball against a real redis-server, prints its result and exits 0 within 2 s', async () => {
+    // A second project: the installed leasehold, and ioredis from this checkout (a user installs both).
+    const app = join(work, 'app');
+    await mkdir(join(app, 'node_modules'), { recursive: true });
+    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '0.0.0', private: true }));
+    await symlink(join(project, 'node_modules', 'leasehold'), join(app, 'node_modules', 'leasehold'));
+    await symlink(join(ROOT, 'node_modules', 'ioredis'), join(app, 'node_modules', 'ioredis'));
+    await cp(join(ROOT, 'examples', 'quick-start.mjs'), join(app, 'quick-start.mjs'));
+    const server = await startRedis();
+    try {
+      const started = performance.now();
+      const result = await run(process.execPath, ['quick-start.mjs'], {
+        cwd: app,
+        timeout: 10_000,
+        env: { ...process.env, REDIS_URL: server.url },
+      });
+      const ms = performance.now() - started;
+      expect(result.stdout).toMatch(/^holding invoice:42 with fencing token \d+\ninvoice 42 sent\n$/);
+      expect(ms).toBeLessThan(2_000);
+    } finally {
+      await server.stop();
+    }
   });
 
   it('installs the leasehold command, which prints its version', async () => {
