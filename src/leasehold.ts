@@ -131,9 +131,9 @@ export interface LeaseholdEvents {
   /**
    * A background failure, not thrown to any caller: the subscriber connection, a waiter leaving the
    * queue, the eviction-policy check, one Redlock node's call. `operation` says which, in the words
-   * of the API; it is absent only where the failing call does not say (a Redlock node's call).
+   * of the API.
    */
-  backendError: [{ readonly error: unknown; readonly operation?: BackendOperation }];
+  backendError: [{ readonly error: unknown; readonly operation: BackendOperation }];
   /** Scheduler: a run's task finished without throwing. */
   jobRun: JobEvents['jobRun'];
   /** Scheduler: a tick did not run on this instance (`reason`: locked, already-ran, unavailable, error). */
@@ -224,9 +224,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         quorum: validate.quorum(o.quorum, stores.length),
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
         // A node's failed call, named by its round's action when the engine passes it.
-        onBackendError: (error: unknown, action?: string) => {
-          const operation = action === undefined ? undefined : REDLOCK_OPERATIONS[action];
-          this.#emit('backendError', operation === undefined ? { error } : { error, operation });
+        onBackendError: (error: unknown, action: string) => {
+          this.#emit('backendError', { error, operation: REDLOCK_OPERATIONS[action] ?? 'acquire' });
         },
         eviction: new EvictionCheck(
           stores.map((n) => n.store),

@@ -339,6 +339,22 @@ describe('Redlock: latency', () => {
   });
 });
 
+describe('Redlock: backendError names the operation', () => {
+  it('a node whose acquire fails is reported with operation acquire while the quorum still wins', async () => {
+    const prefix = randomPrefix();
+    const stores = NODES.map(() => new MemoryStore());
+    const failing = intercept(stores[0] as Store, {
+      acquire: () => Promise.reject(new Error('node 0 is broken')),
+    });
+    const locks = redlock(prefix, {}, [failing, ...stores.slice(1)]);
+    const seen: { message: string; operation: string }[] = [];
+    locks.on('backendError', ({ error, operation }) => seen.push({ message: (error as Error).message, operation }));
+    const lock = await locks.acquire('reported', { ttl: 5_000 });
+    expect(await lock.release()).toBe(true);
+    expect(seen).toEqual([{ message: 'node 0 is broken', operation: 'acquire' }]);
+  });
+});
+
 describe('Redlock: a late grant of an earlier attempt', () => {
   it('is never counted for a later attempt: the lock stays on a quorum after that grant is given back', async () => {
     const prefix = randomPrefix();

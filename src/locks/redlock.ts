@@ -68,7 +68,8 @@ export interface RedlockEngineOptions {
   /** Backoff ceiling after a split vote, in ms. Default DEFAULTS.retryCap. */
   readonly retryCap?: number | undefined;
   /** Node failures that no thrown QuorumError carries (late answers, a minority down) are reported here. */
-  readonly onBackendError?: ((error: unknown) => void) | undefined;
+  /** A node's failure, with the action it failed in: a round's ('acquire', 'raise-fence', 'extend', 'release'), 'subscribe' or 'close'. */
+  readonly onBackendError?: ((error: unknown, action: string) => void) | undefined;
   /** Recorded next to each lease this instance takes. */
   readonly instance: string;
   /** ms each node keeps its fencing counter after a lock's last grant. */
@@ -103,7 +104,7 @@ class Round<T> {
   readonly #stores: readonly Store[];
   #timer: ReturnType<typeof setTimeout> | undefined;
   #waiters: { readonly test: Test; readonly resolve: () => void }[] = [];
-  #onLateFailure: ((error: unknown) => void) | undefined;
+  #onLateFailure: ((error: unknown, action: string) => void) | undefined;
 
   constructor(
     stores: readonly Store[],
@@ -157,9 +158,9 @@ class Round<T> {
    * From now on, hand every node failure to `onFailure`: the ones already in when `existing` is set
    * (they are reported nowhere else), and every later one (they come after the decision).
    */
-  reportFailures(onFailure: (error: unknown) => void, existing: boolean): void {
+  reportFailures(onFailure: (error: unknown, action: string) => void, existing: boolean): void {
     if (existing && this.#counts.errors > 0) {
-      for (const slot of this.slots) if (slot.state === 'failed') onFailure(slot.error);
+      for (const slot of this.slots) if (slot.state === 'failed') onFailure(slot.error, this.#action);
     }
     this.#onLateFailure = onFailure;
   }
@@ -185,7 +186,7 @@ class Round<T> {
     if (vote === 'yes') counts.yes += 1;
     else if (vote === 'no') counts.no += 1;
     else counts.errors += 1;
-    if (slot.state === 'failed') this.#onLateFailure?.(slot.error);
+    if (slot.state === 'failed') this.#onLateFailure?.(slot.error, this.#action);
     const done = pending(counts) === 0;
     if (done && this.#timer !== undefined) {
       clearTimeout(this.#timer);
@@ -236,7 +237,7 @@ export class RedlockEngine implements LockEngine {
   readonly #all: readonly number[];
   readonly #options: RedlockEngineOptions;
   readonly #quorum: number;
-  readonly #onError: (error: unknown) => void;
+  readonly #onError: (error: unknown, action: string) => void;
   /** The highest token seen per lock name: passed as minFence so nodes that fell behind catch up. */
   readonly #fences = new Map<string, number>();
   /** Redlock's waiters do not queue on the nodes (their queues could disagree): releases announce. */
@@ -559,7 +560,7 @@ export class RedlockEngine implements LockEngine {
             if (stopped) stop();
             else stops.push(stop);
           },
-          (error: unknown) => this.#onError(error),
+          (error: unknown) => this.#onError(error, 'subscribe'),
         );
         withTimeout(subscribing, timeout, () => new Error('subscribe timed out')).then(
           () => count(true),
@@ -576,7 +577,7 @@ export class RedlockEngine implements LockEngine {
   async close(): Promise<void> {
     const closing = this.#nodes.filter((n) => n.owned).map((n) => n.store.close());
     for (const result of await Promise.allSettled(closing)) {
-      if (result.status === 'rejected') this.#onError(result.reason);
+      if (result.status === 'rejected') this.#onError(result.reason, 'close');
     }
   }
 }

@@ -173,7 +173,7 @@ describe('events', () => {
   test('backendError names the operation that failed', () => {
     locks.on('backendError', ({ error, operation }) => {
       expectTypeOf(error).toEqualTypeOf<unknown>();
-      expectTypeOf(operation).toEqualTypeOf<BackendOperation | undefined>();
+      expectTypeOf(operation).toEqualTypeOf<BackendOperation>();
     });
     expectTypeOf<'acquire' | 'extend' | 'release' | 'wait' | 'leave-queue'>().toExtend<BackendOperation>();
     // @ts-expect-error not an operation leasehold reports
