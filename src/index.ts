@@ -1,5 +1,6 @@
 export { DEFAULTS, type WhenUnavailable } from './core/defaults.js';
 export {
+  type CurrentHolder,
   ErrorCode,
   LockError,
   LockLostError,

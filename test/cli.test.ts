@@ -203,7 +203,7 @@ describe('leasehold CLI against a real Redis', () => {
   it.concurrent('release refuses without --force, and with it frees the lock for the next waiter', async () => {
     const prefix = randomPrefix();
     const first = instance(prefix, 'pod-stuck');
-    const second = instance(prefix);
+    const second = instance(prefix, 'pod-next');
     const keys = lockKeys(prefix, 'settle');
     const stuck = await first.acquire('settle', { ttl: 30_000 });
     const next = second.acquire('settle', { wait: 15_000 });
@@ -231,13 +231,16 @@ describe('leasehold CLI against a real Redis', () => {
     expect(taken.fencingToken).toBeGreaterThan(fenceBefore);
     expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
     // The old holder finds out at its next extension, with a message that names the lock and
-    // points at who holds it now.
+    // who holds it now.
     const lost = await stuck.extend().catch((error: unknown) => error);
     expect(lost).toBeInstanceOf(LockLostError);
+    const holder = (lost as LockLostError).holder;
+    expect(holder).toMatchObject({ token: taken.fencingToken, instance: 'pod-next' });
     expect((lost as LockLostError).message).toBe(
-      `lost lock "settle" (fencing token ${stuck.fencingToken}): not-owner: another owner holds it now ` +
-        "(which one is not known here; `leasehold inspect 'settle'` shows its instance and when it took the lock)",
+      `lost lock "settle" (fencing token ${stuck.fencingToken}): not-owner: another owner holds it now: ` +
+        `pod-next, since ${new Date(holder?.takenAt ?? 0).toISOString()} (fencing token ${taken.fencingToken})`,
     );
+    expect(Math.abs((holder?.takenAt ?? 0) - Date.now())).toBeLessThan(60_000);
 
     await taken.release();
     const notHeld = await run(prefix, 'release', 'settle', '--force');

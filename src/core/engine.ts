@@ -1,4 +1,4 @@
-import type { LostReason } from './errors.js';
+import type { CurrentHolder, LostReason } from './errors.js';
 
 /**
  * What `Leasehold` needs from a topology: one store (the mutex) or several (Redlock).
@@ -26,7 +26,7 @@ export type Attempt =
 
 export type ExtendOutcome =
   | { readonly extended: true; readonly validUntil: number }
-  | { readonly extended: false; readonly reason: LostReason };
+  | { readonly extended: false; readonly reason: LostReason; readonly holder?: CurrentHolder | undefined };
 
 export interface LockEngine {
   /**

@@ -62,9 +62,21 @@ export class LockTimeoutError extends LockError {
 export type LostReason = 'not-owner' | 'expired' | 'validity-elapsed' | 'closed' | 'released';
 
 /** Each reason in words, and who holds the lock now where that follows from the reason. */
-function lostBecause(lockName: string, reason: LostReason): string {
+/** Who holds a lock now, as its fencing counter records the grant. */
+export interface CurrentHolder {
+  readonly token: number;
+  /** Server time of the grant, in ms since the epoch. */
+  readonly takenAt: number;
+  /** The instance label of the Leasehold that took it. */
+  readonly instance: string;
+}
+
+function lostBecause(lockName: string, reason: LostReason, holder: CurrentHolder | undefined): string {
   switch (reason) {
     case 'not-owner':
+      if (holder !== undefined && holder.instance !== '') {
+        return `another owner holds it now: ${holder.instance}, since ${new Date(holder.takenAt).toISOString()} (fencing token ${holder.token})`;
+      }
       return `another owner holds it now (which one is not known here; \`leasehold inspect '${lockName}'\` shows its instance and when it took the lock)`;
     case 'expired':
       return 'its lease ran out: nobody held it when the extension was tried';
@@ -82,16 +94,24 @@ export class LockLostError extends LockError {
   readonly lockName: string;
   readonly reason: LostReason;
   readonly fencingToken: number;
+  /** Who holds the lock now, when known (reason `not-owner` on one Redis or the memory store). */
+  readonly holder: CurrentHolder | undefined;
 
-  constructor(lockName: string, reason: LostReason, fencingToken: number, options?: { cause?: unknown }) {
+  constructor(
+    lockName: string,
+    reason: LostReason,
+    fencingToken: number,
+    options?: { cause?: unknown; holder?: CurrentHolder | undefined },
+  ) {
     super(
       ErrorCode.LOST,
-      `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}: ${lostBecause(lockName, reason)}`,
-      options,
+      `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}: ${lostBecause(lockName, reason, options?.holder)}`,
+      options?.cause === undefined ? undefined : { cause: options.cause },
     );
     this.lockName = lockName;
     this.reason = reason;
     this.fencingToken = fencingToken;
+    this.holder = options?.holder;
   }
 }
 

@@ -1,7 +1,7 @@
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
 import type { ExtendOutcome } from '../core/engine.js';
-import { LockLostError, type LostReason } from '../core/errors.js';
+import { type CurrentHolder, LockLostError, type LostReason } from '../core/errors.js';
 import type { Kept, LeaseKeeper } from '../core/lease-keeper.js';
 import { ttl as validTtl } from '../core/validate.js';
 
@@ -187,7 +187,7 @@ export class Lock implements AsyncDisposable {
       return;
     }
     if (!outcome.extended) {
-      this.#lose(outcome.reason);
+      this.#lose(outcome.reason, outcome.holder);
       return;
     }
     this.#validUntil = outcome.validUntil;
@@ -195,11 +195,11 @@ export class Lock implements AsyncDisposable {
     this.#context.onExtended(this);
   }
 
-  #lose(reason: LostReason): void {
+  #lose(reason: LostReason, holder?: CurrentHolder): void {
     if (this.#state !== 'held') return;
     this.#state = 'lost';
     this.#context.keeper.cancel(this.#kept);
-    const error = new LockLostError(this.name, reason, this.fencingToken);
+    const error = new LockLostError(this.name, reason, this.fencingToken, { holder });
     this.#lostError = error;
     this.#context.onDone(this);
     this.#controller?.abort(error);

@@ -1,6 +1,7 @@
 import { now, validUntil } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
 import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
+import type { CurrentHolder } from '../core/errors.js';
 import { bounded } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
 import { type LockKeys, lockKeys } from '../store/keys.js';
@@ -102,9 +103,18 @@ export class MutexEngine implements LockEngine {
     return { acquired: true, fencingToken: reply.fence, validUntil: until };
   }
 
+  /** Who holds `name` now, for the message of a lease lost to another owner; undefined if unknown. */
+  #holder(name: string): Promise<CurrentHolder | undefined> {
+    return this.#bounded(this.store.inspect(this.keys(name)), 'inspect').then(
+      (state) => (state.owner === null ? undefined : (state.holder ?? undefined)),
+      () => undefined,
+    );
+  }
+
   async extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome> {
     const sentAt = now();
     const reply = await this.#bounded(this.store.extend(this.keys(name), owner, ttl), 'extend');
+    if (reply === 'not-owner') return { extended: false, reason: reply, holder: await this.#holder(name) };
     if (reply !== 'extended') return { extended: false, reason: reply };
     const { driftFactor, driftConstant } = this.#options;
     const until = validUntil(sentAt, ttl, driftFactor, driftConstant);
