@@ -33,6 +33,8 @@ export interface RedisConnection {
   lastError(): unknown;
   /** Where the client connects, for messages: 'host:port' or a list. */
   readonly address: string;
+  /** Take off the listeners this connection put on the client (the client stays the caller's). */
+  dispose(): void;
 }
 
 export interface Subscriber {

@@ -18,6 +18,7 @@ export interface IORedisLike {
   ssubscribe(...channels: string[]): Promise<unknown>;
   sunsubscribe(...channels: string[]): Promise<unknown>;
   on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
   listenerCount(event: string): number;
   disconnect(): void;
 }
@@ -81,11 +82,18 @@ export class IORedisConnection implements RedisConnection {
         console.error('[ioredis] Unhandled error event:', error instanceof Error ? error.stack : error);
       }
     };
-    client.on('error', onConnectionError as (...args: never[]) => void);
-    client.on('ready', (() => {
+    const onReady = () => {
       this.#failed = false;
-    }) as (...args: never[]) => void);
+    };
+    client.on('error', onConnectionError as (...args: never[]) => void);
+    client.on('ready', onReady as (...args: never[]) => void);
+    this.dispose = () => {
+      client.off('error', onConnectionError as (...args: never[]) => void);
+      client.off('ready', onReady as (...args: never[]) => void);
+    };
   }
+
+  readonly dispose: () => void;
 
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return this.#client.evalsha(sha, keys.length, ...keys, ...args);

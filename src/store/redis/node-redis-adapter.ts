@@ -11,6 +11,7 @@ interface NodeRedisCommon {
   duplicate(): NodeRedisCommon;
   connect(): Promise<unknown>;
   on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
   subscribe(channel: string, listener: Listener): Promise<unknown>;
   unsubscribe(channel: string, listener?: Listener): Promise<unknown>;
   sSubscribe(channel: string, listener: Listener): Promise<unknown>;
@@ -89,14 +90,22 @@ export class NodeRedisConnection implements RedisConnection {
     this.address = addressOf(client);
     this.#onError = onError;
     // node-redis requires its user to listen for 'error'; ours only remembers the last one.
-    client.on('error', ((error: unknown) => {
+    const onConnectionError = (error: unknown) => {
       this.#lastError = error;
       this.#failed = true;
-    }) as (...args: never[]) => void);
-    client.on('ready', (() => {
+    };
+    const onReady = () => {
       this.#failed = false;
-    }) as (...args: never[]) => void);
+    };
+    client.on('error', onConnectionError as (...args: never[]) => void);
+    client.on('ready', onReady as (...args: never[]) => void);
+    this.dispose = () => {
+      client.off('error', onConnectionError as (...args: never[]) => void);
+      client.off('ready', onReady as (...args: never[]) => void);
+    };
   }
+
+  readonly dispose: () => void;
 
   down(): Error | undefined {
     const client = this.#client;

@@ -432,6 +432,7 @@ export class RedisStore implements Store {
     this.#subscriber = undefined;
     this.#hub?.clear();
     this.#hub = undefined;
+    this.#connection.dispose();
     if (subscriber) await subscriber.close();
   }
 }
