@@ -44,7 +44,7 @@ export type {
   RunOnceResult,
   SkipReason,
 } from './schedule/types.js';
-export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/keys.js';
+export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/redis/keys.js';
 export { MemoryStore } from './store/memory/memory-store.js';
 export type {
   AcquireReply,
@@ -61,4 +61,4 @@ export type {
   StoredRun,
 } from './store/port.js';
 export { STORE } from './store/port.js';
-export type { Backend, IORedisBackend, NodeRedisBackend } from './store/resolve.js';
+export type { Backend, IORedisBackend, NodeRedisBackend } from './store/registry.js';

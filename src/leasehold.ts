@@ -18,7 +18,7 @@ import type { NodeCronCoordinatorOptions, RunOnceOptions, ScheduleOptions } from
 import { Scheduler } from './schedule/scheduler.js';
 import type { JobEvents, JobTask, RunOnceResult } from './schedule/types.js';
 import { EvictionCheck } from './store/eviction-check.js';
-import { type Backend, resolveStore } from './store/resolve.js';
+import { type Backend, resolveStore } from './store/registry.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
 export interface LeaseholdOptions {

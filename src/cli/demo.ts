@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Leasehold } from '../leasehold.js';
 import type { RunRecord } from '../schedule/history.js';
-import { jobKeys } from '../store/keys.js';
+import { jobKeys } from '../store/redis/keys.js';
 import { MemoryStore } from '../store/memory/memory-store.js';
 import { LatentStore } from './latent-store.js';
 import { type DemoPlan, type PodEvent, runPod } from './pod.js';

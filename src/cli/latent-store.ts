@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JobKeys, LockKeys } from '../store/keys.js';
+import type { JobKeys, LockKeys } from '../store/redis/keys.js';
 import type { MemoryStore } from '../store/memory/memory-store.js';
 import {
   type AcquireReply,

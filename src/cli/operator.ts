@@ -4,7 +4,7 @@ import { RedisUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
 import { Leasehold } from '../leasehold.js';
 import type { Store } from '../store/port.js';
-import { resolveStore } from '../store/resolve.js';
+import { resolveStore } from '../store/registry.js';
 import { loadOptional } from './redis.js';
 
 /** How long the first connection may take before the command gives up (a black-holed host). */

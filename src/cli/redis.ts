@@ -1,4 +1,4 @@
-import type { Backend, IORedisBackend, NodeRedisBackend } from '../store/resolve.js';
+import type { Backend, IORedisBackend, NodeRedisBackend } from '../store/registry.js';
 
 /** A connected client of whichever Redis library is installed (both are optional peers). */
 export interface DemoRedis {

@@ -4,7 +4,7 @@ import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
 import type { CurrentHolder } from '../core/errors.js';
 import { bounded } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import { type LockKeys, lockKeys } from '../store/keys.js';
+import { type LockKeys, lockKeys } from '../store/redis/keys.js';
 import type { HandOn, Store } from '../store/port.js';
 
 export interface MutexEngineOptions {

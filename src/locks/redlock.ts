@@ -51,7 +51,7 @@ import {
 } from '../core/quorum.js';
 import { withTimeout } from '../core/timeout.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import { type LockKeys, lockKeys } from '../store/keys.js';
+import { type LockKeys, lockKeys } from '../store/redis/keys.js';
 import type { AcquireReply, ExtendReply, HandOn, ReleaseReply, Store } from '../store/port.js';
 
 export interface RedlockEngineOptions {

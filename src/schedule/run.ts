@@ -4,7 +4,7 @@ import { closedError, invalidArgument, RedisUnavailableError } from '../core/err
 import { newOwnerToken } from '../core/owner.js';
 import { Lock } from '../locks/lock.js';
 import { bounded } from '../store/bounded.js';
-import { type JobKeys, jobKeys } from '../store/keys.js';
+import { type JobKeys, jobKeys } from '../store/redis/keys.js';
 import type { ClaimReply, FinishRequest, HandOn, Store } from '../store/port.js';
 import { runInScope } from './assert-locked.js';
 import { type RunRecord, runRecords } from './history.js';

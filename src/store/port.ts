@@ -1,8 +1,10 @@
-import type { JobKeys, LockKeys } from './keys.js';
-
 /**
- * The port: everything a lock needs from a backend. The algorithms in core/ and locks/ call
- * only this; each backend (Redis through a client library, or memory) implements it once.
+ * The ports: what locks need from a backend, by capability and in the vocabulary of locks. Every
+ * call names a lock (or a job) by its name; how a backend lays that out (Redis keys, rows, etcd
+ * keys) is its own business, and a store is built for one prefix (namespace) already. A backend
+ * implements LeaseStore, and each further capability it offers: FenceStore (Redlock's fencing
+ * write-back), JobStore (the scheduler), AdminStore (operator tooling), ConfigStore (deployment
+ * checks). `portsOf()` checks once, at construction, which ones a store has.
  * Every reply is a distinct outcome, never a collapsed boolean.
  */
 
@@ -42,8 +44,8 @@ export interface AcquireRequest {
   readonly owner: string;
   /** The lease in ms. */
   readonly ttl: number;
-  /** The token issued is at least this (Redlock writes back the quorum's maximum); 0 otherwise. */
-  readonly minFence: number;
+  /** The token issued is at least this (Redlock proposes one so its nodes agree); omitted or 0: no floor. */
+  readonly minFence?: number;
   /** How this attempt takes part in the waiters' queue; see QueueMode. Omitted: never queues. */
   readonly queue?: QueueMode | undefined;
   /** The caller's instance label, recorded next to the lease. */
@@ -58,7 +60,7 @@ export interface AcquireRequest {
 export interface HandOn {
   /** ms the lock is reserved for the waiter woken. */
   readonly reservation: number;
-  /** Publish '' when nobody is queued, for waiters that do not queue (Redlock's). */
+  /** Announce a hand-off to nobody in particular when nobody is queued, for waiters that do not queue (Redlock's). */
   readonly announce: boolean;
 }
 
@@ -162,94 +164,153 @@ export interface QueueState {
  */
 export type QueueMode = 'join' | 'member';
 
-export interface Store {
+/**
+ * A release (or a waiter leaving) handed the lock on. `woken`: the waiter the lock is reserved for,
+ * or null when it was announced to any waiter (nobody queued, `announce`); `next`: up to three live
+ * waiters queued after it, in order (the i-th retries once i reservations could have lapsed).
+ */
+export interface HandOff {
+  readonly woken: string | null;
+  readonly next: readonly string[];
+}
+
+/** What every store tells about itself, for messages. */
+export interface StoreInfo {
   /** Short label for messages and metrics: 'memory', 'ioredis', 'node-redis', … */
   readonly kind: string;
   /** Where the store's server is, for messages ('127.0.0.1:6379'); absent for an in-process store. */
   readonly address?: string;
   /** The client's last connection error while it is not connected: the cause of a call left unanswered. */
   lastError?(): unknown;
+}
 
+/** Leases on named locks: what every backend implements. */
+export interface LeaseStore extends StoreInfo {
   /**
-   * Take the lock if free and not reserved for another waiter, with a lease of `ttl` ms, and issue
-   * the next fencing token: above every token issued before for the name, and never below the
-   * store's clock in µs, so a lost counter cannot repeat a token. A caller that will wait joins the
-   * waiters' queue when refused (and renews its liveness there on every attempt), so releases hand
-   * the lock on in arrival order. Idempotent per owner: a lock this owner holds already is success,
-   * with the token of that grant.
+   * Take lock `name` if free and not reserved for another waiter, with a lease of `ttl` ms, and
+   * issue the next fencing token: above every token issued before for the name, and never below
+   * the store's clock in µs, so a lost counter cannot repeat a token. A caller that will wait joins
+   * the waiters' queue when refused (and renews its liveness there on every attempt), so releases
+   * hand the lock on in arrival order. Idempotent per owner: a lock this owner holds already is
+   * success, with the token of that grant.
    */
-  acquire(keys: LockKeys, request: AcquireRequest): Promise<AcquireReply>;
+  acquire(name: string, request: AcquireRequest): Promise<AcquireReply>;
   /**
-   * Delete the lock if `owner` holds it. Then hand it on: pop the first live waiter, reserve the
-   * lock for it for `reservation` ms, and publish '<woken> <next>' on the release channel, so
-   * exactly one waiter across all instances wakes, and the next one retries if the reservation
-   * lapses. Releasing an expired lock hands it on all the same. Idempotent per owner: the same
-   * release re-sent answers released, until another owner takes the lock.
+   * Delete the lock if `owner` holds it. Then hand it on: take the first live waiter, reserve the
+   * lock for it for `reservation` ms, and tell every watcher (a HandOff), so exactly one waiter
+   * across all instances wakes, and the next ones retry if the reservation lapses. Releasing an
+   * expired lock hands it on all the same. Idempotent per owner: the same release re-sent answers
+   * released, until another owner takes the lock.
    */
-  release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply>;
+  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply>;
   /** Reset the lease to `ttl` ms if `owner` holds it. */
-  extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply>;
-  /** Raise the fencing counter to at least `fence` (never lowers it), kept `retention` ms. Returns the counter after. */
-  raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number>;
-  /** Read the lock's current state (operator tooling and tests). */
-  inspect(keys: LockKeys): Promise<LockState>;
-
-  /**
-   * Scheduler: claim one tick of a job in one step. Refuses when the lock is held or reserved,
-   * when the job's latest claimed tick is at or after `tick`, or when `tick` lies more than
-   * `clockTolerance` ms ahead of the store's clock; otherwise takes the lock as `acquire` does
-   * (lease `ttl` ms, next fencing token), records the tick and adds a `running` record to the
-   * history. Idempotent per owner. Optional, so a Store written for locks alone still compiles; without it a Leasehold
-   * cannot run scheduled jobs.
-   */
-  claimTick?(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply>;
-  /**
-   * Scheduler: record how a run ended and end its lease: if `owner` holds the lock and less than
-   * `lockAtLeastFor` ms have passed since `startedAt` (server time), cut the lease to what remains;
-   * otherwise end it and hand it on as `release` does.
-   */
-  finishTick?(keys: JobKeys, request: FinishRequest): Promise<FinishReply>;
-  /** Scheduler: the job's lock state, latest tick and newest `limit` runs, read in one step. */
-  readJob?(keys: JobKeys, limit: number): Promise<JobState>;
-
-  /**
-   * Operator tooling: names of the locks under `prefix` whose name matches the glob `match`
-   * (Redis glob syntax: `*`, `?`, `[…]`, backslash escapes), each at most once, in no order. Lock keys
-   * only: a lock's fencing counter, queue, reservation and a job's tick marker and history are
-   * skipped. A name may belong to a lock that expires before the caller reads it. `count` is a
-   * hint of how many keys to look at per round trip. Optional: a Store without it cannot list.
-   */
-  scanLocks?(prefix: string, match: string, count: number): AsyncIterable<string>;
-  /**
-   * Operator override: delete the lock whoever holds it, then hand it on exactly as `release`
-   * does. Never touches the fencing counter, so the next token is still above the deleted
-   * holder's. This breaks mutual exclusion for that holder until its next extension fails.
-   */
-  forceRelease?(keys: LockKeys, handOn: HandOn): Promise<ForceReleaseReply>;
-  /** Operator tooling: the waiters' queue (its length and first `limit` owner tokens) and any reservation. */
-  queued?(keys: LockKeys, limit: number): Promise<QueueState>;
-
+  extend(name: string, owner: string, ttl: number): Promise<ExtendReply>;
   /**
    * A waiter gives up (timed out, aborted): drop it from the queue, and if the lock was reserved
    * for it and is free, hand it to the next waiter as a release would.
    */
-  leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void>;
+  leave(name: string, owner: string, handOn: HandOn): Promise<void>;
+  /** Read the lock's current state (operator tooling, lost-lease messages, tests). */
+  inspect(name: string): Promise<LockState>;
+  /**
+   * Hear every hand-off of lock `name`. Resolves once listening, so a hand-off after that is
+   * heard. The returned function stops listening (reference counted per name).
+   */
+  watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void>;
+  /** Stop what the store itself opened (a subscriber connection). Never closes the caller's client. */
+  close(): Promise<void>;
+}
 
+/** Redlock's fencing write-back. */
+export interface FenceStore {
+  /** Raise lock `name`'s fencing counter to at least `fence` (never lowers it), kept `retention` ms. Returns the counter after. */
+  raiseFence(name: string, fence: number, retention: number): Promise<number>;
+}
+
+/** Once-per-tick jobs: the scheduler's steps, each one step on the store. */
+export interface JobStore {
+  /**
+   * Claim one tick of job `name` in one step. Refuses when the job's lock is held or reserved,
+   * when the job's latest claimed tick is at or after `tick`, or when `tick` lies more than
+   * `clockTolerance` ms ahead of the store's clock; otherwise takes the lock as `acquire` does
+   * (lease `ttl` ms, next fencing token), records the tick and adds a `running` record to the
+   * history. Idempotent per owner.
+   */
+  claimTick(name: string, request: ClaimRequest): Promise<ClaimReply>;
+  /**
+   * Record how a run ended and end its lease: if `owner` holds the lock and less than
+   * `lockAtLeastFor` ms have passed since `startedAt` (server time), cut the lease to what remains;
+   * otherwise end it and hand it on as `release` does.
+   */
+  finishTick(name: string, request: FinishRequest): Promise<FinishReply>;
+  /** The job's lock state, latest tick and newest `limit` runs, read in one step. */
+  readJob(name: string, limit: number): Promise<JobState>;
+}
+
+/** Operator tooling. */
+export interface AdminStore {
+  /**
+   * Names of the locks whose name matches the glob `match` (`*`, `?`, `[…]`, backslash escapes),
+   * each at most once, in no order. A name may belong to a lock that expires before the caller reads
+   * it. `count` is a hint of how many entries to look at per round trip.
+   */
+  scanLocks(match: string, count: number): AsyncIterable<string>;
+  /**
+   * Delete the lock whoever holds it, then hand it on exactly as `release` does. Never touches the
+   * fencing counter, so the next token is still above the deleted holder's. This breaks mutual
+   * exclusion for that holder until its next extension fails.
+   */
+  forceRelease(name: string, handOn: HandOn): Promise<ForceReleaseReply>;
+  /** The waiters' queue (its length and first `limit` owner tokens) and any reservation. */
+  queued(name: string, limit: number): Promise<QueueState>;
+}
+
+/** Deployment checks. */
+export interface ConfigStore {
   /**
    * The eviction policy of every server behind this store (`maxmemory-policy`, as INFO memory
-   * reports it), or null where it cannot be read. Optional: a store without eviction has none.
+   * reports it), or null where it cannot be read.
    */
-  evictionPolicies?(): Promise<readonly (string | null)[]>;
+  evictionPolicies(): Promise<readonly (string | null)[]>;
+}
 
-  /**
-   * Listen on a release channel. Resolves once the subscription is live, so a release after
-   * that is seen. `onMessage` gets the message: the owner token of the waiter woken, or ''.
-   * The returned function stops listening (reference counted per channel).
-   */
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void>;
+/**
+ * A store as `new Leasehold(store)` takes it: leases, and whichever further capabilities it has.
+ * `scope(prefix)`: the same store seen under another prefix, for a store object shared by
+ * Leaseholds of different prefixes (the memory store); without it the store is used as it is.
+ */
+export interface Store
+  extends LeaseStore,
+    Partial<FenceStore>,
+    Partial<JobStore>,
+    Partial<AdminStore>,
+    Partial<ConfigStore> {
+  scope?(prefix: string): Store;
+}
 
-  /** Stop what the store itself opened (its subscriber connection). Never closes the caller's client. */
-  close(): Promise<void>;
+/** A store's capabilities, each present only when every one of its methods is. */
+export interface StorePorts {
+  readonly lease: LeaseStore;
+  readonly fence: FenceStore | undefined;
+  readonly jobs: JobStore | undefined;
+  readonly admin: AdminStore | undefined;
+  readonly config: ConfigStore | undefined;
+}
+
+function has<T>(store: Store, methods: readonly string[]): T | undefined {
+  const all = methods.every((m) => typeof (store as unknown as Record<string, unknown>)[m] === 'function');
+  return all ? (store as unknown as T) : undefined;
+}
+
+/** Which capabilities `store` offers, checked once. */
+export function portsOf(store: Store): StorePorts {
+  return {
+    lease: store,
+    fence: has<FenceStore>(store, ['raiseFence']),
+    jobs: has<JobStore>(store, ['claimTick', 'finishTick', 'readJob']),
+    admin: has<AdminStore>(store, ['scanLocks', 'forceRelease', 'queued']),
+    config: has<ConfigStore>(store, ['evictionPolicies']),
+  };
 }
 
 /** Marks an object as a Store so `Leasehold` can tell it from a Redis client. */

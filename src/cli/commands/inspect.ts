@@ -1,4 +1,4 @@
-import { lockKeys } from '../../store/keys.js';
+import { lockKeys } from '../../store/redis/keys.js';
 import { type OperatorCommand, operand } from '../command.js';
 import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
 

@@ -1,4 +1,4 @@
-import { lockKeys } from '../../store/keys.js';
+import { lockKeys } from '../../store/redis/keys.js';
 import type { LockState } from '../../store/port.js';
 import type { OperatorCommand } from '../command.js';
 import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';

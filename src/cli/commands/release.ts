@@ -1,5 +1,5 @@
 import { DEFAULTS } from '../../core/defaults.js';
-import { lockKeys } from '../../store/keys.js';
+import { lockKeys } from '../../store/redis/keys.js';
 import { type OperatorCommand, operand, UsageError } from '../command.js';
 import { printJson, shortToken } from '../format.js';
 

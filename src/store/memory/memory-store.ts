@@ -1,6 +1,6 @@
 import { now } from '../../core/clock.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from '../redis/keys.js';
 import {
   type AcquireReply,
   type AcquireRequest,

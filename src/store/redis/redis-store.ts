@@ -1,6 +1,6 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey } from '../keys.js';
+import { type JobKeys, type LockKeys, nameFromLockKey } from './keys.js';
 import {
   type AcquireReply,
   type AcquireRequest,
