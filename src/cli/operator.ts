@@ -2,33 +2,26 @@ import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { DEFAULTS } from '../core/defaults.js';
 import { RedisUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
-import { Leasehold } from '../leasehold.js';
-import type { Store } from '../store/port.js';
+import { bounded } from '../store/bounded.js';
+import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
 import { resolveStore } from '../store/registry.js';
 import { loadOptional } from './redis.js';
 
 /** How long the first connection may take before the command gives up (a black-holed host). */
 const CONNECT_TIMEOUT = 2_000;
 
-/** The Store methods the operator commands call; every Redis store has them. */
-export type OperatorStore = Store & Required<Pick<Store, 'scanLocks' | 'forceRelease' | 'queued'>>;
-
-function isOperatorStore(store: Store): store is OperatorStore {
-  return (
-    typeof store.scanLocks === 'function' &&
-    typeof store.forceRelease === 'function' &&
-    typeof store.queued === 'function'
-  );
-}
-
-/** One command's connection to Redis: the Store on it, and every call bounded by `commandTimeout`. */
+/** One command's connection to Redis: the store's ports on it, every call bounded by `commandTimeout`. */
 export interface Operator {
   readonly url: string;
   readonly prefix: string;
   /** A Redis Cluster (found from the node the URL names) or one server (standalone, or a Sentinel-managed master). */
   readonly topology: 'standalone' | 'cluster';
-  /** Calls on one lock: on a cluster they go to the master of the lock's slot. */
-  readonly store: OperatorStore;
+  /** Leases by lock name: on a cluster a call goes to the master of the lock's slot. */
+  readonly lease: LeaseStore;
+  /** Forced releases and queue reads by lock name, routed as `lease` is. */
+  readonly admin: AdminStore;
+  /** Job state and run history by job name, routed as `lease` is. */
+  readonly jobs: JobStore;
   /**
    * The names of the locks under the prefix that match the glob, each once: on a cluster, from
    * every master, one after the other. Each page is bounded by `commandTimeout`.
@@ -36,8 +29,6 @@ export interface Operator {
   scanLocks(match: string, count: number): AsyncIterable<string>;
   /** Servers the last scan read: 1, or the cluster's masters. */
   readonly scanned: number;
-  /** A Leasehold on the same connection, for what the library keeps above the port (job history). */
-  locks(): Leasehold;
   /** Settle with `promise`, or fail with RedisUnavailableError after `commandTimeout`. */
   bounded<T>(promise: Promise<T>, action: string): Promise<T>;
   /** Calls `listener` once if the connection to Redis ends before `close()`. Returns a remover. */
@@ -101,6 +92,26 @@ function clusterClient(ioredis: IORedisModule, url: string): Cluster {
   );
 }
 
+/** The store on one client under the prefix, and the ports the operator commands call on it. */
+interface Ports {
+  readonly store: Store;
+  readonly admin: AdminStore;
+  readonly jobs: JobStore;
+}
+
+/** The ports on `client`; a store without them (never a Redis one) drops the connection and fails. */
+function portsOn(client: Client, prefix: string, onError: (error: unknown) => void): Ports {
+  const { store } = resolveStore(client, { prefix, onError });
+  const { admin, jobs } = portsOf(store);
+  if (!admin || !jobs) {
+    void store.close();
+    client.disconnect();
+    const cannot = admin ? 'read job history' : 'list, queue-read or force-release locks';
+    throw new Error(`the ${store.kind} store cannot ${cannot}`);
+  }
+  return { store, admin, jobs };
+}
+
 export async function openOperator(url: string, prefix: string): Promise<Operator> {
   const ioredis = await loadOptional<IORedisModule>('ioredis');
   if (!ioredis) throw new Error('the operator commands need the ioredis package: npm install ioredis');
@@ -108,6 +119,7 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
   const remember = (error: unknown) => {
     lastError = error;
   };
+  const ms = DEFAULTS.commandTimeout;
   const standalone = new ioredis.default(url, {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT,
@@ -119,45 +131,35 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
   standalone.on('error', remember);
   await connect(standalone, url, () => lastError);
   let client: Client = standalone;
+  let ports = portsOn(standalone, prefix, remember);
   // A cluster node answers only for its own slots (MOVED for the others): talk to the whole
   // cluster instead, so a lock is read where its slot lives and a listing covers every master.
   let cluster: Cluster | undefined;
-  const found = await withTimeout(
-    isClusterNode(standalone),
-    DEFAULTS.commandTimeout,
-    () => new RedisUnavailableError(`Redis at ${url}: INFO got no answer within ${DEFAULTS.commandTimeout} ms`),
-  ).catch((error: unknown) => {
-    standalone.disconnect();
-    throw error;
-  });
+  const found = await bounded(ports.store, isClusterNode(standalone), 'INFO cluster', ms).catch(
+    async (error: unknown) => {
+      await ports.store.close();
+      standalone.disconnect();
+      throw error;
+    },
+  );
   if (found) {
+    await ports.store.close();
     standalone.disconnect();
     lastError = undefined;
     cluster = clusterClient(ioredis, url);
     cluster.on('error', remember);
     await connect(cluster, url, () => lastError);
     client = cluster;
+    ports = portsOn(cluster, prefix, remember);
   }
-  const { store } = resolveStore(client, remember);
-  if (!isOperatorStore(store)) {
-    client.disconnect();
-    throw new Error(`the ${store.kind} store cannot list, queue-read or force-release locks`);
-  }
-  let locks: Leasehold | undefined;
+  const { store, admin, jobs } = ports;
   let closing = false;
   let scanned = 0;
-  const ms = DEFAULTS.commandTimeout;
-  const bounded = <T>(promise: Promise<T>, action: string) =>
-    withTimeout(
-      promise,
-      ms,
-      () => new RedisUnavailableError(`${store.kind}: ${action} got no answer within ${ms} ms (commandTimeout)`),
-    );
   /** Every name one store's scan yields, each page bounded. */
-  async function* scanOne(one: OperatorStore, match: string, count: number): AsyncGenerator<string> {
-    const pages = one.scanLocks(prefix, match, count)[Symbol.asyncIterator]();
+  async function* scanOne(one: Ports, match: string, count: number): AsyncGenerator<string> {
+    const pages = one.admin.scanLocks(match, count)[Symbol.asyncIterator]();
     for (;;) {
-      const next = await bounded(pages.next(), 'scan-locks');
+      const next = await bounded(one.store, pages.next(), 'scan-locks', ms);
       if (next.done) return;
       yield next.value;
     }
@@ -166,14 +168,16 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
     url,
     prefix,
     topology: cluster ? 'cluster' : 'standalone',
-    store,
+    lease: store,
+    admin,
+    jobs,
     get scanned() {
       return scanned;
     },
     async *scanLocks(match, count) {
       if (!cluster) {
         scanned = 1;
-        yield* scanOne(store, match, count);
+        yield* scanOne(ports, match, count);
         return;
       }
       // A keyless scan runs on one node only: scan each master through a store of its own.
@@ -182,9 +186,8 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
       const seen = new Set<string>();
       scanned = 0;
       for (const node of masters) {
-        const one = resolveStore(node, remember).store;
+        const one = portsOn(node, prefix, remember);
         try {
-          if (!isOperatorStore(one)) throw new Error(`the ${one.kind} store cannot list locks`);
           for await (const name of scanOne(one, match, count)) {
             if (seen.has(name)) continue;
             seen.add(name);
@@ -192,15 +195,11 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
           }
           scanned += 1;
         } finally {
-          await one.close();
+          await one.store.close();
         }
       }
     },
-    locks: () => {
-      locks ??= new Leasehold(client, { prefix, commandTimeout: ms });
-      return locks;
-    },
-    bounded,
+    bounded: (promise, action) => bounded(store, promise, action, ms),
     onLost: (listener) => {
       const onEnd = () => {
         if (closing) return;
@@ -212,7 +211,6 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
     },
     close: async () => {
       closing = true;
-      await locks?.close();
       await store.close();
       // Nothing is left to send: dropping the socket cannot hang on a server that stopped answering.
       client.disconnect();

@@ -1,4 +1,4 @@
-import type { RunRecord } from '../../schedule/history.js';
+import { type RunRecord, runRecords } from '../../schedule/history.js';
 import { type OperatorCommand, operand, UsageError } from '../command.js';
 import { dateTime, printJson, table } from '../format.js';
 
@@ -36,7 +36,8 @@ identity (runOnce without a tick). A run still marked running whose lease is gon
   },
   async run(op, args) {
     const job = operand(args, 0);
-    const runs = await op.locks().jobHistory(job, limitOption(args.string('limit')));
+    const state = await op.bounded(op.jobs.readJob(job, limitOption(args.string('limit'))), 'read-job');
+    const runs = runRecords(job, state);
     if (args.flag('json')) {
       printJson(runs);
       return 0;

@@ -1,4 +1,3 @@
-import { lockKeys } from '../../store/redis/keys.js';
 import type { LockState } from '../../store/port.js';
 import type { OperatorCommand } from '../command.js';
 import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
@@ -31,9 +30,7 @@ local time of the grant by the server's clock.
     const held: { name: string; state: LockState }[] = [];
     for (let i = 0; i < names.length; i += BATCH) {
       const batch = names.slice(i, i + BATCH);
-      const states = await Promise.all(
-        batch.map((name) => op.bounded(op.store.inspect(lockKeys(op.prefix, name)), 'inspect')),
-      );
+      const states = await Promise.all(batch.map((name) => op.bounded(op.lease.inspect(name), 'inspect')));
       // A lock found by the scan may have been released or expired since.
       states.forEach((state, j) => {
         const name = batch[j];
