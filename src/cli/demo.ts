@@ -3,10 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { DEFAULTS } from '../core/defaults.js';
 import { Leasehold } from '../leasehold.js';
-import type { RunRecord } from '../schedule/history.js';
-import { jobKeys } from '../store/redis/keys.js';
+import { type RunRecord, runRecords } from '../schedule/history.js';
+import { bounded } from '../store/bounded.js';
 import { MemoryStore } from '../store/memory/memory-store.js';
+import { type JobStore, type LeaseStore, portsOf } from '../store/port.js';
+import { resolveStore } from '../store/registry.js';
 import { LatentStore } from './latent-store.js';
 import { type DemoPlan, type PodEvent, runPod } from './pod.js';
 import { connectRedis } from './redis.js';
@@ -37,9 +40,9 @@ interface PodHandle {
   readonly exited: Promise<void>;
 }
 
-function memoryPods(store: MemoryStore, plan: DemoPlan, onEvent: (e: PodEvent) => void): PodHandle[] {
+function memoryPods(lease: LeaseStore, jobs: JobStore, plan: DemoPlan, onEvent: (e: PodEvent) => void): PodHandle[] {
   return PODS.map((name) => {
-    const locks = new Leasehold(new LatentStore(store, 20), { prefix: PREFIX });
+    const locks = new Leasehold(new LatentStore(lease, jobs, 20), { prefix: PREFIX });
     let dead = false;
     const report = (e: PodEvent) => {
       if (!dead) onEvent(e);
@@ -132,10 +135,11 @@ export async function demo(options: DemoOptions): Promise<number> {
   const killTick = ticks[Math.min(4, ticks.length - 3)] as number;
 
   const redis = memory ? undefined : await connectRedis(options.redis as string);
-  const store = memory ? new MemoryStore() : undefined;
-  const backend = store ?? redis?.client;
-  if (backend === undefined) throw new Error('the demo has neither a memory store nor a Redis');
-  const observer = new Leasehold(backend, { prefix: PREFIX });
+  // The demo's own view of the job (its history, and the clean-up), by name under the demo's prefix;
+  // in memory, the store the pods share.
+  const { store, owned } = resolveStore(redis?.client ?? new MemoryStore(), { prefix: PREFIX, onError: () => {} });
+  const { lease, jobs, admin } = portsOf(store);
+  if (!jobs || !admin) throw new Error(`the ${store.kind} store keeps no job history`);
 
   out(bold(`leasehold demo: ${PODS.length} pods run one job, ${options.ticks} ticks`));
   out(
@@ -176,7 +180,7 @@ export async function demo(options: DemoOptions): Promise<number> {
   };
 
   pods = memory
-    ? memoryPods(store as MemoryStore, plan, onEvent)
+    ? memoryPods(lease, jobs, plan, onEvent)
     : processPods(options.redis as string, plan, onEvent, (why) => failures.push(why));
 
   // The table starts once every pod is up (or when the first tick is near, whichever comes first).
@@ -221,16 +225,20 @@ export async function demo(options: DemoOptions): Promise<number> {
   await Promise.all(pods.map((p) => p.exited));
   let history: RunRecord[] = [];
   try {
-    history = await observer.jobHistory(plan.job, 100);
+    const state = await bounded(store, jobs.readJob(plan.job, 100), 'read-job', DEFAULTS.commandTimeout);
+    history = runRecords(plan.job, state);
   } catch (error) {
     failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
   }
-  await observer.close();
   if (redis) {
-    const keys = jobKeys(PREFIX, plan.job);
-    await redis.del([keys.lock, keys.fence, keys.tick, keys.runs]).catch(() => undefined);
-    await redis.close();
+    // Leave no lease behind on a real Redis (the fencing counter expires by its retention).
+    const handOn = { reservation: DEFAULTS.reservation, announce: false };
+    await bounded(store, admin.forceRelease(plan.job, handOn), 'force-release', DEFAULTS.commandTimeout).catch(
+      () => undefined,
+    );
   }
+  if (owned) await store.close();
+  await redis?.close();
 
   const outcomes = new Map<string, number>();
   for (const r of history) outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);

@@ -1,6 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JobKeys, LockKeys } from '../store/redis/keys.js';
-import type { MemoryStore } from '../store/memory/memory-store.js';
 import {
   type AcquireReply,
   type AcquireRequest,
@@ -9,8 +7,11 @@ import {
   type ExtendReply,
   type FinishReply,
   type FinishRequest,
+  type HandOff,
   type HandOn,
   type JobState,
+  type JobStore,
+  type LeaseStore,
   type LockState,
   type ReleaseReply,
   STORE,
@@ -18,18 +19,22 @@ import {
 } from '../store/port.js';
 
 /**
- * A store in front of a shared MemoryStore that answers each call after a random few ms, as a
- * network would: the in-process demo's pods then win ticks in varying order instead of the one
- * whose timer happens to fire first. Each call is still one atomic step in the store behind.
+ * A store in front of a shared in-process store (a MemoryStore under the demo's prefix) that
+ * answers each call after a random few ms, as a network would: the in-process demo's pods then
+ * win ticks in varying order instead of the one whose timer happens to fire first. Each call is
+ * still one atomic step in the store behind.
  */
-export class LatentStore implements Store {
+export class LatentStore implements Store, JobStore {
   readonly [STORE] = true;
   readonly kind = 'memory';
-  readonly #inner: MemoryStore;
+  readonly #lease: LeaseStore;
+  readonly #jobs: JobStore;
   readonly #maxDelay: number;
 
-  constructor(inner: MemoryStore, maxDelay: number) {
-    this.#inner = inner;
+  /** `lease` and `jobs`: the ports of the store behind (portsOf). */
+  constructor(lease: LeaseStore, jobs: JobStore, maxDelay: number) {
+    this.#lease = lease;
+    this.#jobs = jobs;
     this.#maxDelay = maxDelay;
   }
 
@@ -38,35 +43,34 @@ export class LatentStore implements Store {
     return call();
   }
 
-  acquire(keys: LockKeys, request: AcquireRequest): Promise<AcquireReply> {
-    return this.#later(() => this.#inner.acquire(keys, request));
+  acquire(name: string, request: AcquireRequest): Promise<AcquireReply> {
+    return this.#later(() => this.#lease.acquire(name, request));
   }
-  leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
-    return this.#later(() => this.#inner.leave(keys, owner, handOn));
+  leave(name: string, owner: string, handOn: HandOn): Promise<void> {
+    return this.#later(() => this.#lease.leave(name, owner, handOn));
   }
-  release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply> {
-    return this.#later(() => this.#inner.release(keys, owner, handOn));
+  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+    return this.#later(() => this.#lease.release(name, owner, handOn));
   }
-  extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
-    return this.#later(() => this.#inner.extend(keys, owner, ttl));
+  extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
+    return this.#later(() => this.#lease.extend(name, owner, ttl));
   }
-  raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
-    return this.#later(() => this.#inner.raiseFence(keys, fence, retention));
+  inspect(name: string): Promise<LockState> {
+    return this.#later(() => this.#lease.inspect(name));
   }
-  inspect(keys: LockKeys): Promise<LockState> {
-    return this.#later(() => this.#inner.inspect(keys));
+  claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
+    return this.#later(() => this.#jobs.claimTick(name, request));
   }
-  claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
-    return this.#later(() => this.#inner.claimTick(keys, request));
+  finishTick(name: string, request: FinishRequest): Promise<FinishReply> {
+    return this.#later(() => this.#jobs.finishTick(name, request));
   }
-  finishTick(keys: JobKeys, request: FinishRequest): Promise<FinishReply> {
-    return this.#later(() => this.#inner.finishTick(keys, request));
+  readJob(name: string, limit: number): Promise<JobState> {
+    return this.#later(() => this.#jobs.readJob(name, limit));
   }
-  readJob(keys: JobKeys, limit: number): Promise<JobState> {
-    return this.#later(() => this.#inner.readJob(keys, limit));
+  /** Hand-offs are heard as the store behind delivers them: only calls are delayed. */
+  watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+    return this.#lease.watch(name, onHandOff);
   }
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
-    return this.#inner.subscribe(channel, onMessage);
-  }
+  /** The store behind is shared by every pod: it is not this one's to close. */
   async close(): Promise<void> {}
 }

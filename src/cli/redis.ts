@@ -4,7 +4,6 @@ import type { Backend, IORedisBackend, NodeRedisBackend } from '../store/registr
 export interface DemoRedis {
   readonly client: Backend;
   readonly library: 'ioredis' | 'redis';
-  del(keys: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -18,7 +17,6 @@ interface IORedisModule {
     },
   ) => IORedisBackend & {
     connect(): Promise<void>;
-    del(...keys: string[]): Promise<unknown>;
     quit(): Promise<unknown>;
     disconnect(): void;
     on(event: 'error', listener: (error: unknown) => void): unknown;
@@ -31,7 +29,6 @@ interface NodeRedisModule {
     socket: { reconnectStrategy: (retries: number) => number | Error };
   }): NodeRedisBackend & {
     connect(): Promise<unknown>;
-    del(keys: string[]): Promise<unknown>;
     quit(): Promise<unknown>;
     on(event: 'error', listener: (error: unknown) => void): unknown;
   };
@@ -72,9 +69,6 @@ export async function connectRedis(url: string): Promise<DemoRedis> {
     return {
       client,
       library: 'ioredis',
-      del: async (keys) => {
-        await client.del(...keys);
-      },
       close: async () => {
         await client.quit().catch(() => client.disconnect());
       },
@@ -93,9 +87,6 @@ export async function connectRedis(url: string): Promise<DemoRedis> {
     return {
       client,
       library: 'redis',
-      del: async (keys) => {
-        await client.del([...keys]);
-      },
       close: async () => {
         await client.quit().catch(() => undefined);
       },
