@@ -10,6 +10,7 @@ export {
   QuorumError,
   RedisUnavailableError,
 } from './core/errors.js';
+export { Lock } from './core/lock.js';
 export {
   type AcquireOptions,
   type BackendOperation,
@@ -23,7 +24,6 @@ export {
   type WithLockOptions,
   type Work,
 } from './leasehold.js';
-export { Lock } from './locks/lock.js';
 export { assertLocked } from './schedule/assert-locked.js';
 export type { RunOutcome, RunRecord } from './schedule/history.js';
 export { Job } from './schedule/job.js';
@@ -44,21 +44,35 @@ export type {
   RunOnceResult,
   SkipReason,
 } from './schedule/types.js';
-export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/redis/keys.js';
 export { MemoryStore } from './store/memory/memory-store.js';
 export type {
   AcquireReply,
+  AcquireRequest,
+  AdminStore,
   ClaimReply,
   ClaimRequest,
+  ConfigStore,
   ExtendReply,
+  FenceStore,
   FinishReply,
   FinishRequest,
+  ForceReleaseReply,
+  HandOff,
+  HandOn,
+  Holder,
   JobState,
+  JobStore,
+  LeaseStore,
   LockState,
+  QueueMode,
+  QueueState,
   ReleaseReply,
   Store,
   StoredOutcome,
   StoredRun,
+  StoreInfo,
 } from './store/port.js';
 export { STORE } from './store/port.js';
+/** The Redis key layout, for tooling that reads a Redis directly. */
+export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/redis/keys.js';
 export type { Backend, IORedisBackend, NodeRedisBackend } from './store/registry.js';

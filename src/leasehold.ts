@@ -1,16 +1,18 @@
 import { EventEmitter, setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
+import { AcquireLoop } from './core/acquire-loop.js';
 import { now } from './core/clock.js';
 import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
-import type { LockEngine } from './core/engine.js';
+import type { Attempt, LockEngine } from './core/engine.js';
 import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
+import { Lock, type LockContext } from './core/lock.js';
+import { NEVER_ABORTED } from './core/never-aborted.js';
 import { newOwnerToken } from './core/owner.js';
 import * as validate from './core/validate.js';
-import { type Subscribe, WaitQueues } from './core/waiting.js';
-import { Lock, type LockContext } from './locks/lock.js';
-import { MutexEngine } from './locks/mutex.js';
-import { RedlockEngine } from './locks/redlock.js';
+import { WaitQueues } from './core/waiting.js';
+import { JobLock } from './primitives/job-lock.js';
+import { mutex } from './primitives/mutex.js';
 import type { RunRecord } from './schedule/history.js';
 import type { Job } from './schedule/job.js';
 import type { NodeCronCoordinator } from './schedule/node-cron.js';
@@ -18,7 +20,10 @@ import type { NodeCronCoordinatorOptions, RunOnceOptions, ScheduleOptions } from
 import { Scheduler } from './schedule/scheduler.js';
 import type { JobEvents, JobTask, RunOnceResult } from './schedule/types.js';
 import { EvictionCheck } from './store/eviction-check.js';
+import { type HandOn, type JobStore, portsOf, type Store } from './store/port.js';
 import { type Backend, resolveStore } from './store/registry.js';
+import { Quorum } from './topology/quorum.js';
+import { Single } from './topology/single.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
 export interface LeaseholdOptions {
@@ -156,7 +161,20 @@ function defaultInstance(): string {
 }
 
 const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
-const NEVER_ABORTED = new AbortController().signal;
+
+/** Why a Redlock instance runs no jobs. */
+const NO_JOBS_ON_REDLOCK =
+  'scheduled jobs need a Leasehold on one store (a Redis client, a Redis Cluster or a MemoryStore); ' +
+  'this instance is Redlock over several independent masters, where a tick marker has no single home';
+
+/** An engine's attempt that won the lock. */
+type Granted = Extract<Attempt, { acquired: true }>;
+
+/** What withLock / tryWithLock go on with: the lock, or what whenUnavailable chose. */
+type Taken<T> =
+  | { readonly kind: 'held'; readonly lock: Lock; readonly work: Work<T, Lock | null> }
+  | { readonly kind: 'skip' }
+  | { readonly kind: 'unlocked'; readonly work: Work<T, Lock | null> };
 
 interface Resolved {
   readonly ttl: number;
@@ -171,8 +189,12 @@ interface Resolved {
  */
 export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #engine: LockEngine;
+  /** The job lock on the one store, when there is one store and it can run jobs. */
+  readonly #jobs: JobLock | undefined;
+  readonly #noJobs: string;
   readonly #keeper = new LeaseKeeper();
   readonly #waits: WaitQueues;
+  readonly #loop: AcquireLoop;
   readonly #held = new Set<Lock>();
   readonly #ttl: number;
   readonly #wait: number;
@@ -180,7 +202,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #context: LockContext;
   #closed = false;
   readonly #common: {
-    prefix: string;
     commandTimeout: number;
     driftFactor: number;
     driftConstant: number;
@@ -189,9 +210,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   };
   /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
   readonly #closing = closingController();
-  /** Acquisitions in progress: close() resolves only once each has left the backend's queue. */
-  #active = 0;
-  #drained: (() => void) | undefined;
   #scheduler: Scheduler | undefined;
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
@@ -205,22 +223,25 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       this.#emit('backendError', { error, operation });
     const onSubscriberError = failed('wait');
     const onEvictionCheckError = failed('check-eviction-policy');
+    const prefix = validate.prefix(o.prefix);
     const common = {
-      prefix: validate.prefix(o.prefix),
       commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
       driftFactor,
       driftConstant: DEFAULTS.driftConstant,
       instance: validate.instance(o.instance, defaultInstance()),
       fenceRetention: validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention),
+      waiterLease: DEFAULTS.waiterLease,
     };
     const unsafeConfig = validate.unsafeConfig(o.unsafeConfig);
     this.#common = common;
+    const backendOptions = { prefix, onError: onSubscriberError };
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
       validate.distinctBackends(backend);
-      const stores = backend.map((b: unknown) => resolveStore(b, onSubscriberError));
-      this.#engine = new RedlockEngine(stores, {
+      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions));
+      this.#engine = new Quorum(mutex, stores, {
         ...common,
+        reservation: DEFAULTS.reservation,
         quorum: validate.quorum(o.quorum, stores.length),
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
         // A node's failed call, named by its round's action when the engine passes it.
@@ -233,12 +254,26 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
           onEvictionCheckError,
         ),
       });
+      this.#noJobs = NO_JOBS_ON_REDLOCK;
     } else {
-      const { store, owned } = resolveStore(backend, onSubscriberError);
+      const { store, owned } = resolveStore(backend, backendOptions);
       const eviction = new EvictionCheck([store], unsafeConfig, onEvictionCheckError);
-      this.#engine = new MutexEngine(store, owned, { ...common, eviction });
+      // Every waiter of one store is queued there and named by the hand-off: a release with
+      // nobody queued has nobody to tell.
+      const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false });
+      this.#engine = new Single(mutex, store, owned, { ...common, handOn, eviction });
+      const runsJobs = portsOf(store).jobs !== undefined;
+      const jobOptions = { ...common, handOn, gate: () => eviction.gate() };
+      this.#jobs = runsJobs ? new JobLock(store as Store & JobStore, jobOptions) : undefined;
+      this.#noJobs = `this ${store.kind} store cannot run scheduled jobs (it has no claimTick/finishTick/readJob)`;
     }
     this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: onSubscriberError });
+    this.#loop = new AcquireLoop({
+      waits: this.#waits,
+      closing: this.#closing.signal,
+      isClosed: () => this.#closed,
+      onLeaveError: (error) => this.#emit('backendError', { error, operation: 'leave-queue' }),
+    });
     this.#context = {
       keeper: this.#keeper,
       driftFactor,
@@ -306,97 +341,28 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   }
 
   async #acquire(name: string, o: Resolved): Promise<Lock> {
-    const { signal } = o;
-    if (signal?.aborted) throw signal.reason;
-    const closing = this.#closing.signal;
     const owner = newOwnerToken();
     const started = now();
-    const deadline = started + o.wait;
-    // A caller that will wait joins the backend's queue when refused, so releases hand the lock
-    // on in arrival order across every instance.
-    const queue = o.wait > 0;
-    const subscribe: Subscribe = (onMessage) => this.#engine.subscribe(name, onMessage);
-    // Already listening on this lock: register before the first attempt, so a release that names
-    // this waiter right after that attempt is not missed. Otherwise subscribe only if refused.
-    let waiter = queue && this.#waits.listening(name) ? this.#waits.join(name, owner, subscribe) : undefined;
-    let tries = 0;
-    let acquired = false;
-    /** Refused while queueing: the backend holds a queue entry for us until we leave. */
-    let queued = false;
-    this.#active += 1;
-    try {
-      const firstSentAt = now();
-      const first = await this.#try(name, owner, o, started, tries++, queue);
-      if (first.lock) {
-        acquired = true;
-        return first.lock;
-      }
-      if (!queue) throw new LockTimeoutError(name, 0);
-      queued = true;
-      let holdOffUntil = Math.min(now() + first.holdOff, deadline);
-      waiter ??= this.#waits.join(name, owner, subscribe);
-      await waiter.ready(signal, closing);
-      // Unless the subscription was live before the first attempt was sent, a release since may
-      // have gone unheard: try again at once.
-      const liveSince = waiter.liveSince;
-      let tryNow = liveSince === undefined || liveSince > firstSentAt;
-      let retryIn = first.retryIn;
-      for (;;) {
-        if (tryNow) {
-          // After a split vote no retry comes before the hold-off ends, even if a release is announced.
-          while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal, closing);
-          if (signal?.aborted) throw signal.reason;
-          waiter.trying();
-          const next = await this.#try(name, owner, o, started, tries++, queue);
-          if (next.lock) {
-            acquired = true;
-            return next.lock;
-          }
-          retryIn = next.retryIn;
-          holdOffUntil = Math.min(now() + next.holdOff, deadline);
-        }
-        tryNow = true;
-        const remaining = deadline - now();
-        if (remaining <= 0) throw new LockTimeoutError(name, Math.round(now() - started));
-        const hint = retryIn >= 0 ? retryIn + DEFAULTS.expiryMargin : remaining;
-        await waiter.park(Math.min(hint, remaining), signal, closing);
-      }
-    } finally {
-      waiter?.leave();
-      // Gave up (timed out, aborted, failed, closed): leave the backend's queue, passing on a
-      // reservation, before the caller hears why, so a release right after cannot pick us.
-      if (queued && !acquired && this.#engine.leave) {
-        await this.#engine
-          .leave(name, owner)
-          .catch((error: unknown) => this.#emit('backendError', { error, operation: 'leave-queue' }));
-      }
-      this.#active -= 1;
-      if (this.#active === 0) this.#drained?.();
-    }
-  }
-
-  async #try(
-    name: string,
-    owner: string,
-    o: Resolved,
-    started: number,
-    tries: number,
-    queue: boolean,
-  ): Promise<{ lock?: Lock; retryIn: number; holdOff: number }> {
-    if (this.#closed) throw closedError();
-    const attempt = await this.#engine.attempt(name, owner, o.ttl, tries, queue);
-    if (!attempt.acquired) return { retryIn: attempt.retryIn, holdOff: attempt.holdOff ?? 0 };
-    const holder = attempt.owner ?? owner;
-    if (this.#closed || o.signal?.aborted) {
-      // Won the lock but nobody will use it: give it back before reporting why.
-      await this.#engine.release(name, holder).catch(() => undefined);
-      if (this.#closed) throw closedError();
-      throw o.signal?.reason;
-    }
+    const engine = this.#engine;
+    const outcome = await this.#loop.run<Granted, null>({
+      name,
+      owner,
+      wait: o.wait,
+      signal: o.signal,
+      attempt: async (tries, queue) => {
+        const attempt = await engine.attempt(name, owner, o.ttl, tries, queue);
+        return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
+      },
+      giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
+      subscribe: (onHandOff) => engine.watch(name, onHandOff),
+      leave: async () => engine.leave?.(name, owner),
+    });
+    if ('refused' in outcome) throw new LockTimeoutError(name, outcome.waited);
+    const attempt = outcome.granted;
     const lock = new Lock(
       {
         name,
-        owner: holder,
+        owner: attempt.owner ?? owner,
         fencingToken: attempt.fencingToken,
         ttl: o.ttl,
         validUntil: attempt.validUntil,
@@ -408,7 +374,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     if (this.listenerCount('acquired') > 0) {
       this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
     }
-    return { lock, retryIn: 0, holdOff: 0 };
+    return lock;
   }
 
   /**
@@ -435,22 +401,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     optionsOrWork: WithLockOptions | Work<T, never>,
     maybeWork?: Work<T, never>,
   ): Promise<T | undefined> {
-    const [options, work] =
-      typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
-    validate.lockName(name);
-    validate.fn(work, 'withLock work');
-    const o = validate.options(options, 'withLock options');
-    const whenUnavailable = validate.optionalWhenUnavailable(o.whenUnavailable, TRY_WHEN_UNAVAILABLE);
-    const resolved = this.#resolve(options, 'withLock options', true);
-    let lock: Lock;
-    try {
-      lock = await this.#acquire(name, resolved);
-    } catch (error) {
-      if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
-      if (whenUnavailable === 'skip') return undefined;
-      return (work as Work<T, Lock | null>)(NEVER_ABORTED, null);
-    }
-    return this.#runHeld(lock, work as Work<T, Lock | null>);
+    const taken = await this.#take(name, optionsOrWork, maybeWork, 'withLock', true);
+    if (taken.kind === 'held') return this.#runHeld(taken.lock, taken.work);
+    if (taken.kind === 'skip') return undefined;
+    return taken.work(NEVER_ABORTED, null);
   }
 
   /**
@@ -469,23 +423,43 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     optionsOrWork: TryWithLockOptions | Work<T, never>,
     maybeWork?: Work<T, never>,
   ): Promise<TryResult<T>> {
+    let taken: Taken<T>;
+    try {
+      taken = await this.#take(name, optionsOrWork, maybeWork, 'tryWithLock', false);
+    } catch (error) {
+      if (error instanceof LockTimeoutError) return { ran: false, reason: 'locked' };
+      throw error;
+    }
+    if (taken.kind === 'held') return { ran: true, value: await this.#runHeld(taken.lock, taken.work) };
+    if (taken.kind === 'skip') return { ran: false, reason: 'unavailable' };
+    return { ran: true, value: await taken.work(NEVER_ABORTED, null) };
+  }
+
+  /**
+   * withLock and tryWithLock up to the work: the arguments checked, the lock acquired, or what
+   * `whenUnavailable` says to do when the backend is unreachable.
+   */
+  async #take<T>(
+    name: string,
+    optionsOrWork: WithLockOptions | Work<T, never>,
+    maybeWork: Work<T, never> | undefined,
+    what: 'withLock' | 'tryWithLock',
+    waits: boolean,
+  ): Promise<Taken<T>> {
     const [options, work] =
       typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
     validate.lockName(name);
-    validate.fn(work, 'tryWithLock work');
-    const o = validate.options(options, 'tryWithLock options');
+    validate.fn(work, `${what} work`);
+    const o = validate.options(options, `${what} options`);
     const whenUnavailable = validate.optionalWhenUnavailable(o.whenUnavailable, TRY_WHEN_UNAVAILABLE);
-    const resolved = this.#resolve(options, 'tryWithLock options', false);
-    let lock: Lock;
+    const resolved = this.#resolve(options, `${what} options`, waits);
+    const run = work as Work<T, Lock | null>;
     try {
-      lock = await this.#acquire(name, resolved);
+      return { kind: 'held', lock: await this.#acquire(name, resolved), work: run };
     } catch (error) {
-      if (error instanceof LockTimeoutError) return { ran: false, reason: 'locked' };
       if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
-      if (whenUnavailable === 'skip') return { ran: false, reason: 'unavailable' };
-      return { ran: true, value: await (work as Work<T, Lock | null>)(NEVER_ABORTED, null) };
+      return whenUnavailable === 'skip' ? { kind: 'skip' } : { kind: 'unlocked', work: run };
     }
-    return { ran: true, value: await this.#runHeld(lock, work as Work<T, Lock | null>) };
   }
 
   async #runHeld<T>(lock: Lock, work: Work<T, Lock | null>): Promise<T> {
@@ -533,11 +507,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   #schedulerFor(): Scheduler {
     if (this.#closed) throw closedError();
-    const mutex = this.#engine instanceof MutexEngine ? this.#engine : undefined;
     this.#scheduler ??= new Scheduler({
-      store: mutex?.store,
-      handOn: mutex?.handOn ?? { reservation: DEFAULTS.reservation, announce: false },
-      gate: () => mutex?.gate(),
+      jobs: this.#jobs,
+      noJobs: this.#noJobs,
+      loop: this.#loop,
       ...this.#common,
       context: this.#context,
       adopt: (lock) => {
@@ -576,11 +549,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     this.#closed = true;
     this.#closing.abort(closedError());
     this.#scheduler?.close();
-    if (this.#active > 0) {
-      await new Promise<void>((resolve) => {
-        this.#drained = resolve;
-      });
-    }
+    await this.#loop.drained();
     this.#keeper.stopAll();
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();

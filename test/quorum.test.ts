@@ -3,7 +3,7 @@ import { backoff } from '../src/core/backoff.js';
 import { DEFAULTS } from '../src/core/defaults.js';
 import { ErrorCode, LockError, QuorumError, RedisUnavailableError } from '../src/core/errors.js';
 import {
-  addVote,
+  countVote,
   emptyTally,
   lossKind,
   majority,
@@ -16,8 +16,11 @@ import {
   verdict,
 } from '../src/core/quorum.js';
 
+/** The tally a round counts, with the same function the rounds use. */
 function tally(nodes: number, quorum: number, votes: readonly Vote[]): Tally {
-  return votes.reduce(addVote, emptyTally(nodes, quorum));
+  const counting = emptyTally(nodes, quorum);
+  for (const vote of votes) countVote(counting, vote);
+  return counting;
 }
 
 const y = 'yes' as const;

@@ -15,9 +15,10 @@ import {
   QuorumError,
   RedisUnavailableError,
 } from '../src/index.js';
-import { RedlockEngine, type RedlockEngineOptions } from '../src/locks/redlock.js';
+import { mutex } from '../src/primitives/mutex.js';
 import type { Store } from '../src/store/port.js';
-import { resolveStore } from '../src/store/resolve.js';
+import { resolveStore } from '../src/store/registry.js';
+import { Quorum, type QuorumOptions } from '../src/topology/quorum.js';
 import {
   counterToken,
   type RedisServer,
@@ -77,9 +78,11 @@ function redlock(
 }
 
 /** A store whose calls go to `store`, except the ones `overrides` replaces (a test's broken variant or a probe). */
+/** `store` with some methods replaced; used as it is (never re-scoped), so give it the store of the right prefix. */
 function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'raiseFence'>>): Store {
   return new Proxy(store, {
     get(target, prop) {
+      if (prop === 'scope') return undefined;
       const override = (overrides as Record<PropertyKey, unknown>)[prop];
       if (override !== undefined) return override;
       const value: unknown = Reflect.get(target, prop, target);
@@ -91,9 +94,9 @@ function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'rai
 /** A store that counts its raiseFence calls in `counter`: which acquisitions wrote their token back. */
 function counted(store: Store, counter: { raiseFence: number }): Store {
   return intercept(store, {
-    raiseFence: (keys, fence, retention) => {
+    raiseFence: (name, fence, retention) => {
       counter.raiseFence += 1;
-      return store.raiseFence(keys, fence, retention);
+      return store.raiseFence?.(name, fence, retention) ?? Promise.reject(new Error('no raiseFence'));
     },
   });
 }
@@ -342,7 +345,7 @@ describe('Redlock: latency', () => {
 describe('Redlock: backendError names the operation', () => {
   it('a node whose acquire fails is reported with operation acquire while the quorum still wins', async () => {
     const prefix = randomPrefix();
-    const stores = NODES.map(() => new MemoryStore());
+    const stores = NODES.map(() => new MemoryStore().scope(prefix));
     const failing = intercept(stores[0] as Store, {
       acquire: () => Promise.reject(new Error('node 0 is broken')),
     });
@@ -358,15 +361,15 @@ describe('Redlock: backendError names the operation', () => {
 describe('Redlock: a late grant of an earlier attempt', () => {
   it('is never counted for a later attempt: the lock stays on a quorum after that grant is given back', async () => {
     const prefix = randomPrefix();
-    const stores = NODES.map(() => new MemoryStore());
+    const stores = NODES.map(() => new MemoryStore().scope(prefix));
     // Node 4 takes the first acquire at once but answers it only after 300 ms, far past nodeTimeout.
     let first = true;
     const nodes = stores.map((store, i) =>
       i !== 4
         ? store
         : intercept(store, {
-            acquire: async (keys, request) => {
-              const reply = await store.acquire(keys, request);
+            acquire: async (name, request) => {
+              const reply = await store.acquire(name, request);
               if (first) {
                 first = false;
                 await sleep(300);
@@ -476,10 +479,10 @@ describe('Redlock: contention', () => {
       const noop = () => {};
       const connections = clientsFor(ports);
       const stores = connections.map((client, n) => {
-        const store = resolveStore(client, noop).store;
+        const store = resolveStore(client, { prefix, onError: noop }).store;
         return intercept(store, {
-          acquire: async (keys, request) => {
-            const reply = await store.acquire(keys, request);
+          acquire: async (name, request) => {
+            const reply = await store.acquire(name, request);
             if (!firstReplies[c]?.has(n)) firstReplies[c]?.set(n, reply.acquired);
             return reply;
           },
@@ -543,7 +546,7 @@ describe('Redlock: fencing across changing quorums', () => {
       );
       const counter = { raiseFence: 0 };
       const locks = new Leasehold(
-        nodes.map((c) => counted(variant(resolveStore(c, noop).store), counter)),
+        nodes.map((c) => counted(variant(resolveStore(c, { prefix, onError: noop }).store), counter)),
         { prefix },
       );
       const lock = await locks.acquire('fenced', { ttl: 2_000, autoExtend: false });
@@ -577,7 +580,7 @@ describe('Redlock: fencing across changing quorums', () => {
     const prefix = randomPrefix();
     const counter = { raiseFence: 0 };
     const noop = () => {};
-    const stores = clients.map((c) => counted(resolveStore(c, noop).store, counter));
+    const stores = clients.map((c) => counted(resolveStore(c, { prefix, onError: noop }).store, counter));
     const locks = redlock(prefix, { ttl: 2_000, autoExtend: false }, stores);
     const fence = lockKeys(prefix, 'paths').fence;
 
@@ -605,7 +608,7 @@ describe('Redlock: fencing across changing quorums', () => {
   it('negative control: without the write-back of the maximum, the same run sees a token repeat or go back', async () => {
     const { tokens } = await fencingRun((store) =>
       intercept(store, {
-        acquire: (keys, request) => store.acquire(keys, { ...request, minFence: 0 }),
+        acquire: (name, request) => store.acquire(name, { ...request, minFence: 0 }),
         raiseFence: async (_keys, fence) => fence,
       }),
     );
@@ -651,15 +654,14 @@ describe('Redlock: extend and release outcomes', () => {
  * that does not check the lock is still valid when it returns it (it counts the lease from the
  * quorum's answer, as the incumbent implementation does) must be caught granting it twice.
  */
-class TrustingRedlock extends RedlockEngine {
+class TrustingRedlock extends Quorum {
   protected override validUntil(_sentAt: number, ttl: number): number {
     return now() + ttl - (ttl * DEFAULTS.driftFactor + DEFAULTS.driftConstant);
   }
 }
 
 describe('Redlock: negative control', () => {
-  const engineOptions = (prefix: string): RedlockEngineOptions => ({
-    prefix,
+  const engineOptions: QuorumOptions = {
     commandTimeout: DEFAULTS.commandTimeout,
     driftFactor: DEFAULTS.driftFactor,
     driftConstant: DEFAULTS.driftConstant,
@@ -667,20 +669,24 @@ describe('Redlock: negative control', () => {
     fenceRetention: DEFAULTS.fenceRetention,
     quorum: 3,
     nodeTimeout: 2_000,
-  });
+    waiterLease: DEFAULTS.waiterLease,
+    reservation: DEFAULTS.reservation,
+  };
 
-  async function exclusion(Engine: typeof RedlockEngine): Promise<{ granted: number; doubleGrants: number }> {
+  async function exclusion(Engine: typeof Quorum): Promise<{ granted: number; doubleGrants: number }> {
     const prefix = randomPrefix();
     const slowProxies = await proxied();
     for (const p of slowProxies) p.setLatency(60);
     const noop = () => {};
     const slow = new Engine(
-      clientsFor(slowProxies.map((p) => p.port)).map((c) => resolveStore(c, noop)),
-      engineOptions(prefix),
+      mutex,
+      clientsFor(slowProxies.map((p) => p.port)).map((c) => resolveStore(c, { prefix, onError: noop })),
+      engineOptions,
     );
-    const fast = new RedlockEngine(
-      clients.map((c) => resolveStore(c, noop)),
-      engineOptions(prefix),
+    const fast = new Quorum(
+      mutex,
+      clients.map((c) => resolveStore(c, { prefix, onError: noop })),
+      engineOptions,
     );
     const ttl = 600;
     let granted = 0;
@@ -709,7 +715,7 @@ describe('Redlock: negative control', () => {
   }
 
   it('the real engine, fed a slow quorum, never grants twice', async () => {
-    const { granted, doubleGrants } = await exclusion(RedlockEngine);
+    const { granted, doubleGrants } = await exclusion(Quorum);
     expect(granted).toBeGreaterThan(0);
     expect(doubleGrants).toBe(0);
   });

@@ -10,7 +10,6 @@ import {
   Leasehold,
   LockError,
   LockLostError,
-  lockKeys,
   MemoryStore,
   RedisUnavailableError,
 } from '../src/index.js';
@@ -277,7 +276,7 @@ describe('schedule: runs, events, stop and close', () => {
   });
 
   it('a lost lease aborts the signal with a LockLostError, emits jobLost and records lost', async () => {
-    const store = new MemoryStore();
+    const store = new MemoryStore().scope('lost');
     const locks = new Leasehold(store, { prefix: 'lost' });
     instances.push(locks);
     const events: Array<{ reason: string; fencingToken: number }> = [];
@@ -289,7 +288,7 @@ describe('schedule: runs, events, stop and close', () => {
       async (signal, run) => {
         fence = run.fencingToken ?? 0;
         // Behind the run's back, as an operator or a failover would.
-        await store.release(lockKeys('lost', 'job'), run.lock?.owner ?? '', {
+        await store.release('job', run.lock?.owner ?? '', {
           reservation: DEFAULTS.reservation,
           announce: false,
         });

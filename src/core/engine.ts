@@ -1,6 +1,17 @@
 import type { CurrentHolder, LostReason } from './errors.js';
 
 /**
+ * A release (or a waiter leaving) handed a lock on. `woken`: the waiter the lock is reserved for,
+ * or null when it was announced to any waiter (nobody queued, or a Redlock node's release);
+ * `next`: up to three live waiters queued after it, in order (the i-th retries once i
+ * reservations could have lapsed).
+ */
+export interface HandOff {
+  readonly woken: string | null;
+  readonly next: readonly string[];
+}
+
+/**
  * What `Leasehold` needs from a topology: one store (the mutex) or several (Redlock).
  * The engine speaks in outcomes and validity deadlines on the monotonic clock; the lease keeper
  * and the waiting logic above it are the same for every topology.
@@ -43,10 +54,7 @@ export interface LockEngine {
   extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
   /** Release; true when this call deleted our lock. Throws when the backend fails. */
   release(name: string, owner: string): Promise<boolean>;
-  /**
-   * Listen for releases of `name`; resolves when listening. `onRelease` gets the owner token of the
-   * waiter the release woke, or '' / nothing for any waiter. Returns the function that stops it.
-   */
-  subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void>;
+  /** Hear the hand-offs of `name`; resolves when listening. Returns the function that stops it. */
+  watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void>;
   close(): Promise<void>;
 }

@@ -26,15 +26,19 @@ export function majority(nodes: number): number {
   return Math.floor(nodes / 2) + 1;
 }
 
-export function emptyTally(nodes: number, quorum: number): Tally {
+/** A tally being counted: one object per round, updated in place as votes come in. */
+export type Counting = { -readonly [K in keyof Tally]: Tally[K] };
+
+export function emptyTally(nodes: number, quorum: number): Counting {
   return { nodes, quorum, yes: 0, no: 0, errors: 0 };
 }
 
-export function addVote(tally: Tally, vote: Vote): Tally {
+/** Count one node's vote into `tally` (in place, so a round allocates nothing per vote). */
+export function countVote(tally: Counting, vote: Vote): void {
   if (pending(tally) <= 0) throw new RangeError('every node of this round has already voted');
-  if (vote === 'yes') return { ...tally, yes: tally.yes + 1 };
-  if (vote === 'no') return { ...tally, no: tally.no + 1 };
-  return { ...tally, errors: tally.errors + 1 };
+  if (vote === 'yes') tally.yes += 1;
+  else if (vote === 'no') tally.no += 1;
+  else tally.errors += 1;
 }
 
 export function pending(tally: Tally): number {

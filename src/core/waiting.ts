@@ -1,12 +1,13 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
+import type { HandOff } from './engine.js';
 
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
  *
  * Order across instances lives in the backend: a waiter that is refused joins the lock's queue
  * there, and a release hands the lock to the first live waiter (reserving it for a moment) and
- * publishes '<woken> <next> …': the waiter it woke, and up to three live waiters after it. Every
+ * announces a HandOff: the waiter it woke, and up to three live waiters after it. Every
  * instance hears it; only the instance whose waiter is named wakes it, so one release wakes one
  * waiter in the whole deployment. The i-th waiter after the woken one retries once i reservations
  * have had time to lapse, so each dead waiter at the head costs the others at most a reservation.
@@ -14,12 +15,14 @@ import { DEFAULTS } from './defaults.js';
  * In one instance, the waiters of one lock share one subscription to its release channel, kept
  * a moment after the last one leaves so a busy lock is not resubscribed for every wait. A failed
  * subscription is tried again while waiters remain; until it is live they retry often, since they
- * cannot hear a hand-off. An empty message (a Redlock node's release, with nobody queued) wakes the
- * first parked waiter of the instance. Expiry and crashed holders publish nothing, so every park
+ * cannot hear a hand-off. A hand-off to nobody in particular (a Redlock node's release, with nobody
+ * queued) wakes the first parked waiter of the instance. Expiry and crashed holders publish nothing, so every park
  * is also bounded by a timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
  */
 
-export type Subscribe = (onMessage: (message?: string) => void) => Promise<() => void>;
+export type Subscribe = (onHandOff: (handOff: HandOff) => void) => Promise<() => void>;
+
+const ANYONE: HandOff = Object.freeze({ woken: null, next: [] });
 
 export interface WaitPolicy {
   /** ms a release reserves the lock for the waiter it woke. */
@@ -45,13 +48,12 @@ class Queue {
     this.#lapse = reservation + DEFAULTS.expiryMargin;
   }
 
-  deliver(message: string): void {
-    if (message === '') {
+  deliver({ woken, next }: HandOff): void {
+    if (woken === null) {
       for (const waiter of this.waiters) if (waiter.wake()) return;
       this.pendingWake = true;
       return;
     }
-    const [woken, ...next] = message.split(' ');
     for (const waiter of this.waiters) {
       if (waiter.owner === woken) {
         waiter.wakeOrRemember();
@@ -239,7 +241,7 @@ export class WaitQueues {
         target.linger.unref();
       } else if (w.woken) {
         // Woken but leaving without trying (aborted, timed out): the wake belongs to the next one.
-        target.deliver('');
+        target.deliver(ANYONE);
       }
     });
     target.waiters.push(waiter);
@@ -248,7 +250,7 @@ export class WaitQueues {
 
   /** Subscribe `queue` to its release channel; on failure, try again (backing off) while it has waiters. */
   #subscribe(name: string, queue: Queue, subscribe: Subscribe): void {
-    queue.subscribing = subscribe((message) => queue.deliver(message ?? '')).then(
+    queue.subscribing = subscribe((handOff) => queue.deliver(handOff)).then(
       (unsubscribe) => {
         if (this.#queues.get(name) !== queue || this.#closed) {
           unsubscribe();

@@ -1,5 +1,6 @@
-import type { Lock, LockContext } from '../locks/lock.js';
-import type { HandOn, Store } from '../store/port.js';
+import type { AcquireLoop } from '../core/acquire-loop.js';
+import type { Lock, LockContext } from '../core/lock.js';
+import type { JobLock } from '../primitives/job-lock.js';
 import type { JobEvents } from './types.js';
 
 /**
@@ -8,19 +9,16 @@ import type { JobEvents } from './types.js';
  * by the same watchdog and abandoned by the same close().
  */
 export interface SchedulerHost {
-  /** The instance's one store; undefined for Redlock (several stores), which cannot run jobs. */
-  readonly store: Store | undefined;
-  readonly prefix: string;
+  /** The job lock on the instance's one store; undefined where jobs cannot run (Redlock, a store without JobStore). */
+  readonly jobs: JobLock | undefined;
+  /** Why jobs cannot run here, when `jobs` is undefined. */
+  readonly noJobs: string;
+  /** The instance's acquire loop: a claim is an acquisition that tries once. */
+  readonly loop: AcquireLoop;
   /** The instance's label: the default of a job's `instance`, recorded next to its lease. */
   readonly instance: string;
   readonly fenceRetention: number;
-  /** How a finished run's lock is handed on: as the mutex hands on a released lock. */
-  readonly handOn: HandOn;
-  /** The store's configuration check before a claim (the eviction policy); undefined once passed. */
-  gate(): Promise<void> | undefined;
-  readonly commandTimeout: number;
   readonly driftFactor: number;
-  readonly driftConstant: number;
   readonly context: LockContext;
   /** Count a claimed job lock among the instance's held locks (close() abandons them) and announce it ('acquired'). */
   adopt(lock: Lock): void;

@@ -1,11 +1,12 @@
-import { now, validUntil } from '../core/clock.js';
+import type { AcquireLoop, Outcome } from '../core/acquire-loop.js';
+import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
-import { closedError, invalidArgument, RedisUnavailableError } from '../core/errors.js';
+import { closedError, ErrorCode, invalidArgument, LockError, RedisUnavailableError } from '../core/errors.js';
+import { Lock } from '../core/lock.js';
+import { NEVER_ABORTED } from '../core/never-aborted.js';
 import { newOwnerToken } from '../core/owner.js';
-import { Lock } from '../locks/lock.js';
-import { bounded } from '../store/bounded.js';
-import { type JobKeys, jobKeys } from '../store/redis/keys.js';
-import type { ClaimReply, FinishRequest, HandOn, Store } from '../store/port.js';
+import type { Claimed, JobLock } from '../primitives/job-lock.js';
+import type { ClaimReply, FinishRequest } from '../store/port.js';
 import { runInScope } from './assert-locked.js';
 import { type RunRecord, runRecords } from './history.js';
 import type { SchedulerHost } from './host.js';
@@ -13,26 +14,6 @@ import type { RunSettings } from './options.js';
 import type { HeldJobRun, JobRun, JobTask, SkipReason } from './types.js';
 
 type Finished = FinishRequest['outcome'];
-
-/** The store with the scheduler's methods present. */
-type JobStore = Store & Required<Pick<Store, 'claimTick' | 'finishTick' | 'readJob'>>;
-
-export function jobStore(store: Store | undefined): JobStore {
-  if (!store) {
-    throw invalidArgument(
-      'scheduled jobs need a Leasehold on one store (a Redis client, a Redis Cluster or a MemoryStore); ' +
-        'this instance is Redlock over several independent masters, where a tick marker has no single home',
-    );
-  }
-  if (!store.claimTick || !store.finishTick || !store.readJob) {
-    throw invalidArgument(
-      `this ${store.kind} store cannot run scheduled jobs (it has no claimTick/finishTick/readJob)`,
-    );
-  }
-  return store as JobStore;
-}
-
-const NEVER_ABORTED = new AbortController().signal;
 
 function errorText(error: unknown): string {
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -43,16 +24,14 @@ function errorText(error: unknown): string {
 export class HeldRun {
   readonly run: HeldJobRun;
   readonly #runner: Runner;
-  readonly #keys: JobKeys;
   readonly #startedAt: number;
   readonly #lockAtLeastFor: number;
   #outcome: Finished = 'done';
   #error: string | null = null;
 
   /** @internal */
-  constructor(runner: Runner, keys: JobKeys, run: HeldJobRun, startedAt: number, lockAtLeastFor: number) {
+  constructor(runner: Runner, run: HeldJobRun, startedAt: number, lockAtLeastFor: number) {
     this.#runner = runner;
-    this.#keys = keys;
     this.run = run;
     this.#startedAt = startedAt;
     this.#lockAtLeastFor = lockAtLeastFor;
@@ -72,14 +51,13 @@ export class HeldRun {
   async end(lock: Lock): Promise<boolean> {
     const lost = lock.lostError;
     const outcome: Finished = lost && lost.reason !== 'closed' ? 'lost' : this.#outcome;
-    return this.#runner.finish(lock, this.#keys, {
+    return this.#runner.finish(lock, {
       owner: lock.owner,
       fence: lock.fencingToken,
       startedAt: this.#startedAt,
       outcome,
       error: outcome === 'lost' && this.#error === null && lost ? errorText(lost) : this.#error,
       lockAtLeastFor: this.#lockAtLeastFor,
-      handOn: this.#runner.handOn,
     });
   }
 
@@ -102,83 +80,50 @@ export type Performed<T> =
 /** Claim, perform, finish: one run of a job, the same for schedule, runOnce and node-cron. */
 export class Runner {
   readonly #host: SchedulerHost;
-  readonly #store: JobStore;
+  readonly #jobs: JobLock;
+  readonly #loop: AcquireLoop;
 
   constructor(host: SchedulerHost) {
     this.#host = host;
-    this.#store = jobStore(host.store);
-  }
-
-  get handOn(): HandOn {
-    return this.#host.handOn;
-  }
-
-  #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
-    return bounded(this.#store, promise, action, this.#host.commandTimeout);
-  }
-
-  /** Record a claimed run that will not run, and end its lease at once. */
-  #abandon(keys: JobKeys, owner: string, claim: { fence: number; startedAt: number }, why: string): Promise<unknown> {
-    return this.#store.finishTick(keys, {
-      owner,
-      fence: claim.fence,
-      startedAt: claim.startedAt,
-      outcome: 'abandoned',
-      error: why,
-      lockAtLeastFor: 0,
-      handOn: this.#host.handOn,
-    });
+    if (!host.jobs) throw invalidArgument(host.noJobs);
+    this.#jobs = host.jobs;
+    this.#loop = host.loop;
   }
 
   /** Claim tick `tick` of job `name` (null: no tick identity). Emits `jobSkipped` when it will not run. */
   async claim(name: string, tick: number | null, s: RunSettings): Promise<Claim> {
     if (this.#host.isClosed()) throw closedError();
-    const keys = jobKeys(this.#host.prefix, name);
     const owner = newOwnerToken();
-    let reply: ClaimReply;
-    let sentAt: number;
+    let outcome: Outcome<Claimed, Exclude<ClaimReply, { claimed: true }>>;
     try {
-      const gate = this.#host.gate();
-      if (gate) await gate;
-      sentAt = now();
-      const pending = this.#store.claimTick(keys, {
+      // The job lock on the acquire loop, trying once: a claim never waits for a tick.
+      outcome = await this.#loop.run({
+        name,
         owner,
-        ttl: s.lockAtMostFor,
-        tick,
-        instance: s.instance,
-        historyLimit: s.historyLimit,
-        fenceRetention: this.#host.fenceRetention,
-        clockTolerance: s.clockTolerance,
+        wait: 0,
+        signal: undefined,
+        attempt: async () => {
+          const reply = await this.#jobs.claim(name, {
+            owner,
+            ttl: s.lockAtMostFor,
+            tick,
+            instance: s.instance,
+            historyLimit: s.historyLimit,
+            fenceRetention: this.#host.fenceRetention,
+            clockTolerance: s.clockTolerance,
+          });
+          return reply.claimed ? { granted: reply } : { refused: reply, retryIn: -1 };
+        },
+        giveBack: (claimed) =>
+          this.#jobs.abandon(name, owner, claimed, 'the instance was closed before the task started'),
       });
-      try {
-        reply = await this.#bounded(pending, 'claim-tick');
-      } catch (error) {
-        // Confirmed after we gave up: nobody will run it, so record that and free the lock.
-        pending
-          .then((late) =>
-            late.claimed
-              ? this.#abandon(keys, owner, late, 'the claim was confirmed after commandTimeout; the task did not run')
-              : undefined,
-          )
-          .catch(() => undefined);
-        throw error;
-      }
     } catch (error) {
+      if (error instanceof LockError && error.code === ErrorCode.CLOSED) throw error;
       return this.#unreachable(name, tick, s, error);
     }
     const tickDate = tick === null ? null : new Date(tick);
-    if (!reply.claimed) return this.#skip(name, tickDate, s.instance, reply.reason);
-    if (this.#host.isClosed()) {
-      await this.#abandon(keys, owner, reply, 'the instance was closed before the task started').catch(() => undefined);
-      throw closedError();
-    }
-    const until = validUntil(sentAt, s.lockAtMostFor, this.#host.driftFactor, this.#host.driftConstant);
-    if (until - now() < 1) {
-      // The claim answered too late to leave the run any validity: no task may run on it.
-      const why = `the claim answered after its ${s.lockAtMostFor} ms lease had no validity left; the task did not run`;
-      await this.#abandon(keys, owner, reply, why).catch(() => undefined);
-      return this.#unreachable(name, tick, s, new RedisUnavailableError(`${this.#store.kind}: claim-tick: ${why}`));
-    }
+    if ('refused' in outcome) return this.#skip(name, tickDate, s.instance, outcome.refused.reason);
+    const reply = outcome.granted;
     let held: HeldRun | undefined;
     const lock = new Lock(
       {
@@ -186,7 +131,7 @@ export class Runner {
         owner,
         fencingToken: reply.fence,
         ttl: s.lockAtMostFor,
-        validUntil: until,
+        validUntil: reply.validUntil,
         autoExtend: s.keepAlive,
       },
       // The instance's keeper and lock events; only the release differs: it records the outcome.
@@ -199,7 +144,7 @@ export class Runner {
       fencingToken: lock.fencingToken,
       instance: s.instance,
     });
-    held = new HeldRun(this, keys, run, reply.startedAt, s.lockAtLeastFor);
+    held = new HeldRun(this, run, reply.startedAt, s.lockAtLeastFor);
     this.#host.adopt(lock);
     return { kind: 'held', held };
   }
@@ -283,9 +228,9 @@ export class Runner {
     return { claim, result };
   }
 
-  /** @internal Lock.release of a job lock: the finish-tick script, bounded by commandTimeout. */
-  async finish(lock: Lock, keys: JobKeys, request: FinishRequest): Promise<boolean> {
-    const reply = await this.#bounded(this.#store.finishTick(keys, request), 'finish-tick');
+  /** @internal Lock.release of a job lock: the run recorded and the lease ended, bounded by commandTimeout. */
+  async finish(lock: Lock, request: Omit<FinishRequest, 'handOn'>): Promise<boolean> {
+    const reply = await this.#jobs.finish(lock.name, request);
     const ended = reply.lease === 'kept' || reply.lease === 'released';
     this.#host.onReleased(lock, ended);
     return ended;
@@ -303,7 +248,7 @@ export class Runner {
 
   async history(name: string, limit: number): Promise<RunRecord[]> {
     if (this.#host.isClosed()) throw closedError();
-    const state = await this.#bounded(this.#store.readJob(jobKeys(this.#host.prefix, name), limit), 'read-job');
+    const state = await this.#jobs.read(name, limit);
     return runRecords(name, state);
   }
 }

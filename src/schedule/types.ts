@@ -1,5 +1,5 @@
 import type { LockLostError } from '../core/errors.js';
-import type { Lock } from '../locks/lock.js';
+import type { Lock } from '../core/lock.js';
 
 /** What a job's task is told about the run it is in. */
 export interface JobRun {

@@ -1,6 +1,6 @@
 import { describeError, RedisUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
-import type { Store } from './port.js';
+import type { StoreInfo } from './port.js';
 
 /**
  * A store call bounded by `ms` (the instance's `commandTimeout`): unanswered by then, it fails with
@@ -8,7 +8,7 @@ import type { Store } from './port.js';
  * (also its `cause`). The call itself keeps running: callers that must undo a late success attach
  * to it. The one place every layer bounds a store call.
  */
-export function bounded<T>(store: Store, promise: Promise<T>, action: string, ms: number): Promise<T> {
+export function bounded<T>(store: StoreInfo, promise: Promise<T>, action: string, ms: number): Promise<T> {
   return withTimeout(promise, ms, () => {
     const cause = store.lastError?.();
     const where = store.address === undefined ? '' : ` from ${store.address}`;

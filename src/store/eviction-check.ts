@@ -1,6 +1,6 @@
 import type { UnsafeConfig } from '../core/defaults.js';
 import { ErrorCode, LockError } from '../core/errors.js';
-import type { Store } from './port.js';
+import { type ConfigStore, portsOf, type Store } from './port.js';
 
 /**
  * The eviction policy, checked once on first use. Under `volatile-*` Redis may evict a held lock
@@ -11,7 +11,7 @@ import type { Store } from './port.js';
  * again on a later acquisition.
  */
 export class EvictionCheck {
-  readonly #stores: readonly Store[];
+  readonly #stores: readonly (Store & ConfigStore)[];
   readonly #mode: UnsafeConfig;
   readonly #onError: (error: unknown) => void;
   /** Settled once: undefined when safe (or unknown), the refusal when unsafe. */
@@ -20,7 +20,8 @@ export class EvictionCheck {
   #passed = false;
 
   constructor(stores: readonly Store[], mode: UnsafeConfig, onError: (error: unknown) => void) {
-    this.#stores = stores.filter((s) => typeof s.evictionPolicies === 'function');
+    // Only stores with the ConfigStore capability have a policy to check.
+    this.#stores = stores.filter((store): store is Store & ConfigStore => portsOf(store).config !== undefined);
     this.#mode = mode;
     this.#onError = onError;
     if (mode === 'ignore' || this.#stores.length === 0) this.#passed = true;
@@ -55,7 +56,7 @@ export class EvictionCheck {
     this.#verdict ??= Promise.all(
       this.#stores.map(async (store) => {
         try {
-          const policies = (await store.evictionPolicies?.()) ?? [];
+          const policies = await store.evictionPolicies();
           const unsafe = policies.find((p) => p !== null && p !== 'noeviction');
           if (unsafe === undefined) return undefined;
           const where = store.address === undefined ? store.kind : `${store.kind} at ${store.address}`;

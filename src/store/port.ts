@@ -1,3 +1,7 @@
+import type { HandOff } from '../core/engine.js';
+
+export type { HandOff };
+
 /**
  * The ports: what locks need from a backend, by capability and in the vocabulary of locks. Every
  * call names a lock (or a job) by its name; how a backend lays that out (Redis keys, rows, etcd
@@ -163,16 +167,6 @@ export interface QueueState {
  * leave the queue on success. Omitted: a caller that will not wait never queues.
  */
 export type QueueMode = 'join' | 'member';
-
-/**
- * A release (or a waiter leaving) handed the lock on. `woken`: the waiter the lock is reserved for,
- * or null when it was announced to any waiter (nobody queued, `announce`); `next`: up to three live
- * waiters queued after it, in order (the i-th retries once i reservations could have lapsed).
- */
-export interface HandOff {
-  readonly woken: string | null;
-  readonly next: readonly string[];
-}
 
 /** What every store tells about itself, for messages. */
 export interface StoreInfo {

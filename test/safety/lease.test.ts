@@ -3,9 +3,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { now } from '../../src/core/clock.js';
 import { DEFAULTS } from '../../src/core/defaults.js';
 import { Leasehold, type Lock, LockLostError, LockTimeoutError, MemoryStore } from '../../src/index.js';
-import { MutexEngine } from '../../src/locks/mutex.js';
+import { mutex } from '../../src/primitives/mutex.js';
 import { EvictionCheck } from '../../src/store/eviction-check.js';
-import { resolveStore } from '../../src/store/resolve.js';
+import { resolveStore } from '../../src/store/registry.js';
+import { Single } from '../../src/topology/single.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
 import { blockFor, deferrals, ioredis, slowPath } from './fixture.js';
 
@@ -127,24 +128,25 @@ describe('no dead lease is handed out', () => {
     defer(() => proxy.close());
     defer(() => client.disconnect());
     const options = {
-      prefix,
       commandTimeout: DEFAULTS.commandTimeout,
       driftFactor: DEFAULTS.driftFactor,
       driftConstant: DEFAULTS.driftConstant,
       instance: 'test',
       fenceRetention: DEFAULTS.fenceRetention,
+      waiterLease: DEFAULTS.waiterLease,
+      handOn: { reservation: DEFAULTS.reservation, announce: false },
       eviction: new EvictionCheck([], 'ignore', () => {}),
     };
-    class Trusting extends MutexEngine {
+    class Trusting extends Single {
       protected override usable(): boolean {
         return true;
       }
     }
-    const { store } = resolveStore(client, () => {});
-    const broken = await new Trusting(store, false, options).attempt('x', 'owner-a', 30, 0);
+    const { store } = resolveStore(client, { prefix, onError: () => {} });
+    const broken = await new Trusting(mutex, store, false, options).attempt('x', 'owner-a', 30, 0);
     expect(broken.acquired).toBe(true);
     if (broken.acquired) expect(broken.validUntil).toBeLessThan(now());
-    const sound = await new MutexEngine(store, false, options).attempt('y', 'owner-b', 30, 0);
+    const sound = await new Single(mutex, store, false, options).attempt('y', 'owner-b', 30, 0);
     expect(sound.acquired).toBe(false);
   });
 });

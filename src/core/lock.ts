@@ -1,9 +1,9 @@
-import { now } from '../core/clock.js';
-import { DEFAULTS } from '../core/defaults.js';
-import type { ExtendOutcome } from '../core/engine.js';
-import { type CurrentHolder, LockLostError, type LostReason } from '../core/errors.js';
-import type { Kept, LeaseKeeper } from '../core/lease-keeper.js';
-import { ttl as validTtl } from '../core/validate.js';
+import { now } from './clock.js';
+import { DEFAULTS } from './defaults.js';
+import type { ExtendOutcome } from './engine.js';
+import { type CurrentHolder, LockLostError, type LostReason } from './errors.js';
+import type { Kept, LeaseKeeper } from './lease-keeper.js';
+import { ttl as validTtl } from './validate.js';
 
 /** What a Lock handle calls on its way: the engine's extend/release and the instance's events. */
 export interface LockContext {

@@ -37,25 +37,17 @@
 import { backoff } from '../core/backoff.js';
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
-import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
-import { type NodeOutcome, QuorumError, RedisUnavailableError } from '../core/errors.js';
-import {
-  lossKind,
-  pending,
-  releaseVerdict,
-  retryHint,
-  type Tally,
-  type Vote,
-  validity,
-  verdict,
-} from '../core/quorum.js';
+import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
+import { invalidArgument, type NodeOutcome, QuorumError } from '../core/errors.js';
+import { lossKind, releaseVerdict, retryHint, type Vote, validity, verdict } from '../core/quorum.js';
 import { withTimeout } from '../core/timeout.js';
+import type { Primitive } from '../primitives/primitive.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import { type LockKeys, lockKeys } from '../store/redis/keys.js';
-import type { AcquireReply, ExtendReply, HandOn, ReleaseReply, Store } from '../store/port.js';
+import type { AcquireReply, ExtendReply, ReleaseReply } from '../store/port.js';
+import { type FenceStore, type HandOn, type LeaseStore, portsOf, type Store } from '../store/port.js';
+import { type Outcome, Round, type Test } from './round.js';
 
-export interface RedlockEngineOptions {
-  readonly prefix: string;
+export interface QuorumOptions {
   /** Upper bound of the default per-node timeout. */
   readonly commandTimeout: number;
   readonly driftFactor: number;
@@ -74,143 +66,16 @@ export interface RedlockEngineOptions {
   readonly instance: string;
   /** ms each node keeps its fencing counter after a lock's last grant. */
   readonly fenceRetention: number;
+  /** ms a queued waiter stays queued without trying again. */
+  readonly waiterLease: number;
+  /** ms a release reserves the lock for the waiter it woke. */
+  readonly reservation: number;
   /** The eviction-policy check made before the first acquisition, over every node. */
   readonly eviction?: EvictionCheck | undefined;
 }
 
-type Outcome = NodeOutcome['outcome'];
-
-type Slot<T> =
-  | { readonly state: 'pending' }
-  | { readonly state: 'answered'; readonly value: T }
-  | { readonly state: 'failed'; readonly error: unknown; readonly timedOut: boolean };
-
-/** A round's tally, counted in place: one object per round rather than one per vote. */
-type Counts = { -readonly [K in keyof Tally]: Tally[K] };
-
-type Test = (tally: Tally) => boolean;
-
-/**
- * One call sent to several nodes at once, bounded by the per-node timeout. `until` resolves as
- * soon as a condition on the tally holds (or every node is in), so a decision never waits on nodes
- * it does not need. The raw calls keep running: a late answer can still be acted on.
- */
-class Round<T> {
-  readonly nodes: readonly number[];
-  readonly calls: readonly Promise<T>[];
-  readonly slots: Slot<T>[];
-  readonly #counts: Counts;
-  readonly #action: string;
-  readonly #stores: readonly Store[];
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #waiters: { readonly test: Test; readonly resolve: () => void }[] = [];
-  #onLateFailure: ((error: unknown, action: string) => void) | undefined;
-
-  constructor(
-    stores: readonly Store[],
-    nodes: readonly number[],
-    quorum: number,
-    action: string,
-    timeout: number,
-    call: (store: Store) => Promise<T>,
-    vote: (value: T) => Vote,
-  ) {
-    this.nodes = nodes;
-    this.#stores = stores;
-    this.#action = action;
-    this.#counts = { nodes: nodes.length, quorum, yes: 0, no: 0, errors: 0 };
-    this.slots = nodes.map(() => ({ state: 'pending' }));
-    this.calls = nodes.map((node, i) => {
-      let raw: Promise<T>;
-      try {
-        const store = stores[node];
-        if (!store) throw new RangeError(`no Redlock node #${node}`);
-        raw = call(store);
-      } catch (error) {
-        raw = Promise.reject(error);
-      }
-      raw.then(
-        (value) => this.#settle(i, { state: 'answered', value }, vote(value)),
-        (error: unknown) => this.#settle(i, { state: 'failed', error, timedOut: false }, 'error'),
-      );
-      return raw;
-    });
-    // Every call went out just now with the same bound, so one timer serves the whole round.
-    if (nodes.length > 0) this.#timer = setTimeout(() => this.#expire(timeout), timeout);
-  }
-
-  get tally(): Tally {
-    return this.#counts;
-  }
-
-  /** Resolves once `test` holds for the tally, or every node has answered, failed or timed out. */
-  until(test: Test): Promise<void> {
-    if (test(this.#counts) || pending(this.#counts) === 0) return Promise.resolve();
-    return new Promise((resolve) => this.#waiters.push({ test, resolve }));
-  }
-
-  /** Resolves once node `i` of this round has answered, failed or timed out. */
-  settled(i: number): Promise<void> {
-    return this.until(() => this.slots[i]?.state !== 'pending');
-  }
-
-  /**
-   * From now on, hand every node failure to `onFailure`: the ones already in when `existing` is set
-   * (they are reported nowhere else), and every later one (they come after the decision).
-   */
-  reportFailures(onFailure: (error: unknown, action: string) => void, existing: boolean): void {
-    if (existing && this.#counts.errors > 0) {
-      for (const slot of this.slots) if (slot.state === 'failed') onFailure(slot.error, this.#action);
-    }
-    this.#onLateFailure = onFailure;
-  }
-
-  #expire(timeout: number): void {
-    this.#timer = undefined;
-    this.slots.forEach((slot, i) => {
-      if (slot.state !== 'pending') return;
-      const node = this.nodes[i];
-      const kind = node === undefined ? 'unknown' : (this.#stores[node]?.kind ?? 'unknown');
-      const error = new RedisUnavailableError(
-        `node #${node} (${kind}): ${this.#action} got no answer within ${timeout} ms (nodeTimeout)`,
-      );
-      this.#settle(i, { state: 'failed', error, timedOut: true }, 'error');
-    });
-  }
-
-  #settle(i: number, slot: Slot<T>, vote: Vote): void {
-    // A node that timed out is settled; its late answer is left to whoever holds `calls`.
-    if (this.slots[i]?.state !== 'pending') return;
-    this.slots[i] = slot;
-    const counts = this.#counts;
-    if (vote === 'yes') counts.yes += 1;
-    else if (vote === 'no') counts.no += 1;
-    else counts.errors += 1;
-    if (slot.state === 'failed') this.#onLateFailure?.(slot.error, this.#action);
-    const done = pending(counts) === 0;
-    if (done && this.#timer !== undefined) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
-    if (this.#waiters.length === 0) return;
-    let kept = 0;
-    for (const waiter of this.#waiters) {
-      if (!done && !waiter.test(counts)) this.#waiters[kept++] = waiter;
-      else waiter.resolve();
-    }
-    this.#waiters.length = kept;
-  }
-
-  /** Each node's outcome, with `answer` naming what an answer means. */
-  outcomes(answer: (value: T) => Outcome): NodeOutcome[] {
-    return this.nodes.map((node, i): NodeOutcome => {
-      const slot = this.slots[i] ?? { state: 'pending' };
-      if (slot.state === 'answered') return { node, outcome: answer(slot.value) };
-      if (slot.state === 'failed') return { node, outcome: slot.timedOut ? 'no-answer' : 'error', cause: slot.error };
-      return { node, outcome: 'no-answer' };
-    });
-  }
-}
+/** A Redlock node: leases, and the fencing write-back. */
+type Node = LeaseStore & FenceStore;
 
 const granted = (reply: AcquireReply): boolean => reply.acquired;
 const acquireOutcome = (reply: AcquireReply): Outcome => (reply.acquired ? 'acquired' : 'held');
@@ -230,12 +95,13 @@ const extendDecided: Test = (t) => {
 /** Wait for every node (or its timeout). */
 const everyNode: Test = () => false;
 
-/** The fenced Redlock over independent stores; see the top of this file and docs/redlock.md. */
-export class RedlockEngine implements LockEngine {
+/** The fenced Redlock over independent stores, running any primitive; see the top of this file and docs/redlock.md. */
+export class Quorum implements LockEngine {
+  readonly #primitive: Primitive;
   readonly #nodes: readonly { store: Store; owned: boolean }[];
-  readonly #stores: readonly Store[];
+  readonly #stores: readonly Node[];
   readonly #all: readonly number[];
-  readonly #options: RedlockEngineOptions;
+  readonly #options: QuorumOptions;
   readonly #quorum: number;
   readonly #onError: (error: unknown, action: string) => void;
   /** The highest token seen per lock name: passed as minFence so nodes that fell behind catch up. */
@@ -243,21 +109,21 @@ export class RedlockEngine implements LockEngine {
   /** Redlock's waiters do not queue on the nodes (their queues could disagree): releases announce. */
   readonly #handOn: HandOn;
 
-  constructor(stores: readonly { store: Store; owned: boolean }[], options: RedlockEngineOptions) {
-    this.#handOn = Object.freeze({
-      reservation: DEFAULTS.reservation,
-      announce: true,
-    });
+  constructor(primitive: Primitive, stores: readonly { store: Store; owned: boolean }[], options: QuorumOptions) {
+    this.#primitive = primitive;
+    this.#handOn = Object.freeze({ reservation: options.reservation, announce: true });
     this.#nodes = stores;
-    this.#stores = stores.map((n) => n.store);
+    this.#stores = stores.map(({ store }, i) => {
+      const fence = portsOf(store).fence;
+      if (!fence || !primitive.supports(store)) {
+        throw invalidArgument(`Redlock node #${i} (${store.kind}) cannot run a ${primitive.kind} with fencing`);
+      }
+      return store as Node;
+    });
     this.#all = stores.map((_, i) => i);
     this.#options = options;
     this.#quorum = options.quorum;
     this.#onError = options.onBackendError ?? (() => {});
-  }
-
-  keys(name: string): LockKeys {
-    return lockKeys(this.#options.prefix, name);
   }
 
   /** The per-node timeout for calls on a lease of `ttl` ms (release and subscribe know no ttl). */
@@ -282,9 +148,9 @@ export class RedlockEngine implements LockEngine {
     nodes: readonly number[],
     action: string,
     timeout: number,
-    call: (store: Store) => Promise<T>,
+    call: (store: Node) => Promise<T>,
     vote: (value: T) => Vote,
-  ): Round<T> {
+  ): Round<T, Node> {
     return new Round(this.#stores, nodes, this.#quorum, action, timeout, call, vote);
   }
 
@@ -294,8 +160,7 @@ export class RedlockEngine implements LockEngine {
     const owner = tries === 0 ? acquisition : `${acquisition}.${tries}`;
     const gate = this.#options.eviction?.gate();
     if (gate) await gate;
-    const keys = this.keys(name);
-    const { instance, fenceRetention } = this.#options;
+    const { instance, fenceRetention, waiterLease } = this.#options;
     const timeout = this.nodeTimeout(ttl);
     const seen = this.#fences.get(name);
     // Propose a token: this client's clock in µs, a little ahead. Each node issues the highest of
@@ -309,8 +174,7 @@ export class RedlockEngine implements LockEngine {
       this.#all,
       'acquire',
       timeout,
-      (store) =>
-        store.acquire(keys, { owner, ttl, minFence, instance, fenceRetention, waiterLease: DEFAULTS.waiterLease }),
+      (store) => this.#primitive.acquire(store, name, { owner, ttl, minFence, instance, fenceRetention, waiterLease }),
       acquireVote,
     );
     await acquire.until(decided);
@@ -332,7 +196,7 @@ export class RedlockEngine implements LockEngine {
 
     if (verdict(acquire.tally) === 'lost') {
       // Every node has answered or timed out once this resolves, so the loss is classified for sure.
-      await this.#giveBack(keys, owner, acquire, granted);
+      await this.#giveBack(name, owner, acquire, granted);
       if (lossKind(acquire.tally) === 'unavailable') {
         acquire.reportFailures(this.#onError, false);
         throw new QuorumError(name, 'acquire', this.#quorum, acquire.outcomes(acquireOutcome));
@@ -346,12 +210,11 @@ export class RedlockEngine implements LockEngine {
     // lease, and a write-back would change nothing (see the top of this file).
     if (atFence >= this.#quorum) {
       const validUntil = this.validUntil(sentAt, ttl);
-      if (validUntil - now() < 1)
-        return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
+      if (validUntil - now() < 1) return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
       return { acquired: true, fencingToken: fence, validUntil, owner };
     }
     if (this.validUntil(sentAt, ttl) <= now()) {
-      return this.#fail(name, keys, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
+      return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
     }
 
     // Fewer than a quorum issued M: it is written back to the granting nodes before it counts.
@@ -364,31 +227,30 @@ export class RedlockEngine implements LockEngine {
       writeTo,
       'raise-fence',
       timeout,
-      (store) => store.raiseFence(keys, fence, fenceRetention),
+      (store) => store.raiseFence(name, fence, fenceRetention),
       (after) => (after >= fence ? 'yes' : 'no'),
     );
     await writeBack.until(decided);
     if (verdict(writeBack.tally) === 'lost') {
       writeBack.reportFailures(this.#onError, false);
       const reason = `could not write fencing token ${fence} back to a quorum of ${this.#quorum}`;
-      return this.#fail(name, keys, owner, acquire, writeBack, reason);
+      return this.#fail(name, owner, acquire, writeBack, reason);
     }
     writeBack.reportFailures(this.#onError, true);
     const validUntil = this.validUntil(sentAt, ttl);
-    if (validUntil - now() < 1) return this.#fail(name, keys, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
+    if (validUntil - now() < 1) return this.#fail(name, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
     return { acquired: true, fencingToken: fence, validUntil, owner };
   }
 
   /** A won vote that cannot be used after all: give back what it took, then throw. */
   async #fail(
     name: string,
-    keys: LockKeys,
     owner: string,
-    acquire: Round<AcquireReply>,
-    fenced: Round<number> | undefined,
+    acquire: Round<AcquireReply, Node>,
+    fenced: Round<number, Node> | undefined,
     reason: string,
   ): Promise<never> {
-    await this.#giveBack(keys, owner, acquire, granted);
+    await this.#giveBack(name, owner, acquire, granted);
     throw new QuorumError(name, 'acquire', this.#quorum, this.#merge(acquire, fenced), reason);
   }
 
@@ -415,16 +277,16 @@ export class RedlockEngine implements LockEngine {
    * resolve once every node that answered in time has been released. An answer that lands after its
    * node's timeout is acted on when it lands.
    */
-  async #giveBack<T>(keys: LockKeys, owner: string, round: Round<T>, took: (value: T) => boolean): Promise<void> {
+  async #giveBack<T>(name: string, owner: string, round: Round<T, Node>, took: (value: T) => boolean): Promise<void> {
     await Promise.all(
       round.nodes.map(async (node, i) => {
         await round.settled(i);
         const slot = round.slots[i];
         if (slot?.state === 'answered') {
-          if (took(slot.value)) await this.#releaseOne(node, keys, owner);
+          if (took(slot.value)) await this.#releaseOne(node, name, owner);
         } else if (slot?.state === 'failed' && slot.timedOut) {
           round.calls[i]?.then(
-            (late) => (took(late) ? this.#releaseOne(node, keys, owner) : undefined),
+            (late) => (took(late) ? this.#releaseOne(node, name, owner) : undefined),
             () => undefined,
           );
         }
@@ -433,12 +295,12 @@ export class RedlockEngine implements LockEngine {
   }
 
   /** One node's release during clean-up; its failure is reported, never thrown. */
-  #releaseOne(node: number, keys: LockKeys, owner: string): Promise<void> {
+  #releaseOne(node: number, name: string, owner: string): Promise<void> {
     const round = this.#round(
       [node],
       'release',
       this.nodeTimeout(),
-      (store) => store.release(keys, owner, this.#handOn),
+      (store) => this.#primitive.release(store, name, owner, this.#handOn),
       anyAnswer,
     );
     round.reportFailures(this.#onError, true);
@@ -450,7 +312,7 @@ export class RedlockEngine implements LockEngine {
    * out, or a release wakes us. With grants, contenders split the vote: each backs off a random,
    * growing delay (and holds off even when woken by the others' clean-up) so one gets ahead.
    */
-  #refused(round: Round<AcquireReply>, granted: number, tries: number): Attempt {
+  #refused(round: Round<AcquireReply, Node>, granted: number, tries: number): Attempt {
     const pttls: number[] = [];
     for (const slot of round.slots) {
       if (slot.state === 'answered' && !slot.value.acquired) pttls.push(slot.value.pttl);
@@ -466,7 +328,7 @@ export class RedlockEngine implements LockEngine {
   }
 
   /** The acquire round's outcomes, with the write-back's where there was one. */
-  #merge(acquire: Round<AcquireReply>, fenced: Round<number> | undefined): NodeOutcome[] {
+  #merge(acquire: Round<AcquireReply, Node>, fenced: Round<number, Node> | undefined): NodeOutcome[] {
     const outcomes = acquire.outcomes(acquireOutcome);
     if (!fenced) return outcomes;
     const written = new Map(fenced.outcomes(() => 'fenced').map((o) => [o.node, o]));
@@ -474,13 +336,12 @@ export class RedlockEngine implements LockEngine {
   }
 
   async extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome> {
-    const keys = this.keys(name);
     const sentAt = now();
     const round = this.#round(
       this.#all,
       'extend',
       this.nodeTimeout(ttl),
-      (store) => store.extend(keys, owner, ttl),
+      (store) => this.#primitive.extend(store, name, owner, ttl),
       extendVote,
     );
     await round.until(extendDecided);
@@ -495,7 +356,7 @@ export class RedlockEngine implements LockEngine {
     }
     round.reportFailures(this.#onError, true);
     // Lost for good: the nodes that did (or still will) extend would only keep a minority lock alive.
-    void this.#giveBack(keys, owner, round, (reply) => reply === 'extended');
+    void this.#giveBack(name, owner, round, (reply) => reply === 'extended');
     const notOwner = round.slots.some((s) => s.state === 'answered' && s.value === 'not-owner');
     return { extended: false, reason: notOwner ? 'not-owner' : 'expired' };
   }
@@ -506,12 +367,11 @@ export class RedlockEngine implements LockEngine {
    * QuorumError when the nodes that failed could have held the quorum.
    */
   async release(name: string, owner: string): Promise<boolean> {
-    const keys = this.keys(name);
     const round = this.#round(
       this.#all,
       'release',
       this.nodeTimeout(),
-      (store) => store.release(keys, owner, this.#handOn),
+      (store) => this.#primitive.release(store, name, owner, this.#handOn),
       releaseVote,
     );
     await round.until(everyNode);
@@ -534,8 +394,7 @@ export class RedlockEngine implements LockEngine {
    * quorum includes one of them (N − quorum + 1), or every node is in; a node that fails to subscribe
    * is reported and skipped, and one that answers late still joins.
    */
-  async subscribe(name: string, onRelease: (message: string) => void): Promise<() => void> {
-    const channel = this.keys(name).channel;
+  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
     const timeout = this.nodeTimeout();
     const needed = this.#nodes.length - this.#quorum + 1;
     const stops: (() => void)[] = [];
@@ -551,7 +410,7 @@ export class RedlockEngine implements LockEngine {
       for (const { store } of this.#nodes) {
         let subscribing: Promise<() => void>;
         try {
-          subscribing = store.subscribe(channel, onRelease);
+          subscribing = store.watch(name, onHandOff);
         } catch (error) {
           subscribing = Promise.reject(error);
         }

@@ -1,14 +1,12 @@
 import { now, validUntil } from '../core/clock.js';
-import { DEFAULTS } from '../core/defaults.js';
-import type { Attempt, ExtendOutcome, LockEngine } from '../core/engine.js';
+import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
 import type { CurrentHolder } from '../core/errors.js';
+import type { Primitive } from '../primitives/primitive.js';
 import { bounded } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import { type LockKeys, lockKeys } from '../store/redis/keys.js';
 import type { HandOn, Store } from '../store/port.js';
 
-export interface MutexEngineOptions {
-  readonly prefix: string;
+export interface SingleOptions {
   readonly commandTimeout: number;
   readonly driftFactor: number;
   readonly driftConstant: number;
@@ -16,6 +14,10 @@ export interface MutexEngineOptions {
   readonly instance: string;
   /** ms the fencing counter is kept after a lock's last grant. */
   readonly fenceRetention: number;
+  /** ms a queued waiter stays queued without trying again. */
+  readonly waiterLease: number;
+  /** How a freed lock is handed on. */
+  readonly handOn: HandOn;
   /** The eviction-policy check made before the first acquisition. */
   readonly eviction: EvictionCheck;
 }
@@ -23,27 +25,24 @@ export interface MutexEngineOptions {
 /** A validity window shorter than this is no lease at all: it is given back rather than handed out. */
 const LEAST_VALIDITY = 1;
 
-/** The fenced mutex on one store: each step is one script, bounded by `commandTimeout`. */
-export class MutexEngine implements LockEngine {
+/**
+ * One server (a standalone Redis, a Sentinel's master, a Cluster, the memory store) running any
+ * primitive: each step is one call, bounded by `commandTimeout`; a grant or an extension confirmed
+ * too late to leave validity is given back; a grant that lands after we gave up is freed.
+ */
+export class Single implements LockEngine {
   readonly store: Store;
+  readonly #primitive: Primitive;
   readonly #owned: boolean;
-  readonly #options: MutexEngineOptions;
+  readonly #options: SingleOptions;
   readonly handOn: HandOn;
 
-  constructor(store: Store, owned: boolean, options: MutexEngineOptions) {
+  constructor(primitive: Primitive, store: Store, owned: boolean, options: SingleOptions) {
+    this.#primitive = primitive;
     this.store = store;
     this.#owned = owned;
     this.#options = options;
-    this.handOn = Object.freeze({
-      reservation: DEFAULTS.reservation,
-      // Every waiter of one Redis is queued there and named by the hand-off: a release with
-      // nobody queued has nobody to tell.
-      announce: false,
-    });
-  }
-
-  keys(name: string): LockKeys {
-    return lockKeys(this.#options.prefix, name);
+    this.handOn = options.handOn;
   }
 
   #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
@@ -66,18 +65,16 @@ export class MutexEngine implements LockEngine {
   async attempt(name: string, owner: string, ttl: number, tries: number, queue = false): Promise<Attempt> {
     const gate = this.gate();
     if (gate) await gate;
-    const keys = this.keys(name);
     const sentAt = now();
     const o = this.#options;
     // Only a caller refused before is in the queue: the first attempt has nothing to leave.
-    const pending = this.store.acquire(keys, {
+    const pending = this.#primitive.acquire(this.store, name, {
       owner,
       ttl,
-      minFence: 0,
       queue: queue ? (tries === 0 ? 'join' : 'member') : undefined,
       instance: o.instance,
       fenceRetention: o.fenceRetention,
-      waiterLease: DEFAULTS.waiterLease,
+      waiterLease: o.waiterLease,
     });
     let reply: Awaited<typeof pending>;
     try {
@@ -86,7 +83,7 @@ export class MutexEngine implements LockEngine {
       // If the answer comes after we gave up, the lock is ours but nobody holds the handle: free it.
       pending
         .then(
-          (late) => (late.acquired ? this.store.release(keys, owner, this.handOn) : undefined),
+          (late) => (late.acquired ? this.#primitive.release(this.store, name, owner, this.handOn) : undefined),
           () => undefined,
         )
         .catch(() => undefined);
@@ -105,7 +102,7 @@ export class MutexEngine implements LockEngine {
 
   /** Who holds `name` now, for the message of a lease lost to another owner; undefined if unknown. */
   #holder(name: string): Promise<CurrentHolder | undefined> {
-    return this.#bounded(this.store.inspect(this.keys(name)), 'inspect').then(
+    return this.#bounded(this.store.inspect(name), 'inspect').then(
       (state) => (state.owner === null ? undefined : (state.holder ?? undefined)),
       () => undefined,
     );
@@ -113,7 +110,7 @@ export class MutexEngine implements LockEngine {
 
   async extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome> {
     const sentAt = now();
-    const reply = await this.#bounded(this.store.extend(this.keys(name), owner, ttl), 'extend');
+    const reply = await this.#bounded(this.#primitive.extend(this.store, name, owner, ttl), 'extend');
     if (reply === 'not-owner') return { extended: false, reason: reply, holder: await this.#holder(name) };
     if (reply !== 'extended') return { extended: false, reason: reply };
     const { driftFactor, driftConstant } = this.#options;
@@ -127,15 +124,16 @@ export class MutexEngine implements LockEngine {
   }
 
   async release(name: string, owner: string): Promise<boolean> {
-    return (await this.#bounded(this.store.release(this.keys(name), owner, this.handOn), 'release')) === 'released';
+    const reply = await this.#bounded(this.#primitive.release(this.store, name, owner, this.handOn), 'release');
+    return reply === 'released';
   }
 
   async leave(name: string, owner: string): Promise<void> {
-    await this.#bounded(this.store.leave(this.keys(name), owner, this.handOn), 'leave');
+    await this.#bounded(this.#primitive.leave(this.store, name, owner, this.handOn), 'leave');
   }
 
-  async subscribe(name: string, onRelease: (message?: string) => void): Promise<() => void> {
-    const pending = this.store.subscribe(this.keys(name).channel, onRelease);
+  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+    const pending = this.store.watch(name, onHandOff);
     try {
       return await this.#bounded(pending, 'subscribe');
     } catch (error) {

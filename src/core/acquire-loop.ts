@@ -1,0 +1,154 @@
+import { now } from './clock.js';
+import { DEFAULTS } from './defaults.js';
+import { closedError } from './errors.js';
+import type { Subscribe, WaitQueues } from './waiting.js';
+
+/**
+ * The one acquire loop: try, and while refused, queue, park until a hand-off names us (or a timer
+ * bounded by the holder's lease fires), try again, until granted, the wait runs out, the signal
+ * aborts or the instance closes. Every primitive runs on it: it only sees an attempt function and
+ * what to do with a grant nobody will use, so a mutex, a job lock or any later primitive waits,
+ * times out, aborts and gives back the same way.
+ */
+
+/** What one attempt came to: a grant, or a refusal with when trying again is worth it. */
+export type Try<G, R> =
+  | { readonly granted: G }
+  | {
+      readonly refused: R;
+      /** ms after which a retry is worth it (the holder's lease), or -1 if unknown. */
+      readonly retryIn: number;
+      /** ms before which no retry is made even when a hand-off is announced (after a split vote). */
+      readonly holdOff?: number | undefined;
+    };
+
+/** One acquisition, as the loop runs it. */
+export interface Acquisition<G, R> {
+  readonly name: string;
+  /** The owner token this acquisition holds under; hand-offs name it. */
+  readonly owner: string;
+  /** ms to wait while refused; 0 tries once and never queues. */
+  readonly wait: number;
+  readonly signal: AbortSignal | undefined;
+  /**
+   * One attempt. `tries` counts the earlier attempts of this acquisition; `queue`: this caller
+   * will wait, so a refused attempt joins the backend's queue of waiters.
+   */
+  attempt(tries: number, queue: boolean): Promise<Try<G, R>>;
+  /** A grant that came when nobody will use it (closed, or aborted meanwhile): give it back. */
+  giveBack(granted: G): Promise<unknown>;
+  /** Hear the name's hand-offs; needed when `wait` > 0. */
+  readonly subscribe?: Subscribe | undefined;
+  /** Leave the backend's queue after giving up, passing on a reservation; called only if an attempt queued. */
+  leave?(): Promise<void>;
+}
+
+/** How an acquisition ended without an error: a grant, or the last refusal once the wait ran out. */
+export type Outcome<G, R> =
+  | { readonly granted: G }
+  | { readonly refused: R /** ms the acquisition waited. */; readonly waited: number };
+
+export interface LoopContext {
+  readonly waits: WaitQueues;
+  /** Aborted by close(): every parked acquisition rejects with its reason at once. */
+  readonly closing: AbortSignal;
+  isClosed(): boolean;
+  /** Leaving the backend's queue failed (reported, never thrown). */
+  onLeaveError(error: unknown): void;
+}
+
+export class AcquireLoop {
+  readonly #context: LoopContext;
+  /** Acquisitions in progress: `drained()` resolves once each has left the backend's queue. */
+  #active = 0;
+  #drained: (() => void) | undefined;
+
+  constructor(context: LoopContext) {
+    this.#context = context;
+  }
+
+  /** Resolves once no acquisition is in progress (close() waits for it). */
+  drained(): Promise<void> {
+    if (this.#active === 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#drained = resolve;
+    });
+  }
+
+  async #try<G, R>(a: Acquisition<G, R>, tries: number, queue: boolean): Promise<Try<G, R>> {
+    if (this.#context.isClosed()) throw closedError();
+    const result = await a.attempt(tries, queue);
+    if (!('granted' in result)) return result;
+    const closed = this.#context.isClosed();
+    if (closed || a.signal?.aborted) {
+      // Won, but nobody will use it: give it back before reporting why.
+      await a.giveBack(result.granted).catch(() => undefined);
+      throw closed ? closedError() : a.signal?.reason;
+    }
+    return result;
+  }
+
+  async run<G, R>(a: Acquisition<G, R>): Promise<Outcome<G, R>> {
+    const { name, owner, signal } = a;
+    if (signal?.aborted) throw signal.reason;
+    const { waits, closing } = this.#context;
+    const started = now();
+    const deadline = started + a.wait;
+    // A caller that will wait joins the backend's queue when refused, so releases hand the lock
+    // on in arrival order across every instance.
+    const queue = a.wait > 0 && a.subscribe !== undefined;
+    const subscribe = a.subscribe ?? (() => Promise.resolve(() => {}));
+    // Already listening on this lock: register before the first attempt, so a release that names
+    // this waiter right after that attempt is not missed. Otherwise subscribe only if refused.
+    let waiter = queue && waits.listening(name) ? waits.join(name, owner, subscribe) : undefined;
+    let tries = 0;
+    let granted = false;
+    /** Refused while queueing: the backend holds a queue entry for us until we leave. */
+    let queued = false;
+    this.#active += 1;
+    try {
+      const firstSentAt = now();
+      let last = await this.#try(a, tries++, queue);
+      if ('granted' in last) {
+        granted = true;
+        return last;
+      }
+      if (!queue) return { refused: last.refused, waited: 0 };
+      queued = true;
+      let holdOffUntil = Math.min(now() + (last.holdOff ?? 0), deadline);
+      waiter ??= waits.join(name, owner, subscribe);
+      await waiter.ready(signal, closing);
+      // Unless the subscription was live before the first attempt was sent, a release since may
+      // have gone unheard: try again at once.
+      const liveSince = waiter.liveSince;
+      let tryNow = liveSince === undefined || liveSince > firstSentAt;
+      for (;;) {
+        if (tryNow) {
+          // After a split vote no retry comes before the hold-off ends, even if a hand-off is announced.
+          while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal, closing);
+          if (signal?.aborted) throw signal.reason;
+          waiter.trying();
+          const next = await this.#try(a, tries++, queue);
+          if ('granted' in next) {
+            granted = true;
+            return next;
+          }
+          last = next;
+          holdOffUntil = Math.min(now() + (next.holdOff ?? 0), deadline);
+        }
+        tryNow = true;
+        const remaining = deadline - now();
+        if (remaining <= 0) return { refused: last.refused, waited: Math.round(now() - started) };
+        const hint = last.retryIn >= 0 ? last.retryIn + DEFAULTS.expiryMargin : remaining;
+        await waiter.park(Math.min(hint, remaining), signal, closing);
+      }
+    } finally {
+      waiter?.leave();
+      // Gave up (timed out, aborted, failed, closed): leave the backend's queue, passing on a
+      // reservation, before the caller hears why, so a release right after cannot pick us.
+      if (queued && !granted && a.leave) await a.leave().catch(this.#context.onLeaveError);
+      this.#active -= 1;
+      if (this.#active === 0) this.#drained?.();
+    }
+  }
+}
