@@ -1,0 +1,53 @@
+import type { ClaimReply, ClaimRequest, FinishReply, FinishRequest, JobState } from '../port.js';
+import { type LockRecord, left } from './record.js';
+
+/** Claim one tick of the job whose record this is, as lua/claim-tick.lua does. */
+export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
+  if (job.lease?.owner === request.owner) {
+    const grant = job.holder;
+    return { claimed: true, fence: grant?.token ?? 0, startedAt: grant?.takenAt ?? 0 };
+  }
+  const at = Date.now();
+  if (request.tick !== null) {
+    if (request.tick > at + request.clockTolerance) return { claimed: false, reason: 'clock-skew', now: at };
+    if (job.tick !== null && job.tick >= request.tick)
+      return { claimed: false, reason: 'already-ran', lastTick: job.tick };
+  }
+  const blocker = job.lease ?? job.reservation;
+  if (blocker) return { claimed: false, reason: 'locked', pttl: left(blocker) };
+  const fence = job.grant(request.owner, request.ttl, 0, request.instance, request.fenceRetention);
+  const startedAt = job.holder?.takenAt ?? at;
+  if (request.tick !== null) job.tick = request.tick;
+  const { tick, instance } = request;
+  job.runs.push({ fence, tick, instance, startedAt, finishedAt: null, outcome: 'running', error: null });
+  if (job.runs.length > request.historyLimit) job.runs.splice(0, job.runs.length - request.historyLimit);
+  return { claimed: true, fence, startedAt };
+}
+
+/** Record how a run ended and end its lease, or keep it for what lockAtLeastFor has left (lua/finish-tick.lua). */
+export function finishTick(job: LockRecord, request: FinishRequest): FinishReply {
+  const at = Date.now();
+  const i = job.runs.findIndex((r) => r.fence === request.fence);
+  const run = job.runs[i];
+  if (run?.outcome === 'running') {
+    job.runs[i] = { ...run, finishedAt: at, outcome: request.outcome, error: request.error };
+  }
+  if (job.lease?.owner === request.owner) {
+    const remaining = request.startedAt + request.lockAtLeastFor - at;
+    if (remaining > 0) {
+      job.extend(remaining);
+      return { lease: 'kept', remaining };
+    }
+  }
+  return { lease: job.endLease(request.owner, request.handOn) };
+}
+
+/** The job's lock state, latest tick and newest `limit` runs (lua/read-job.lua). */
+export function readJob(job: LockRecord, limit: number): JobState {
+  return {
+    held: job.lease !== undefined,
+    fence: job.fence,
+    lastTick: job.tick,
+    runs: job.runs.slice(-limit).reverse(),
+  };
+}

@@ -1,0 +1,200 @@
+import { now } from '../../core/clock.js';
+import type { HandOff, HandOn, Holder, ReleaseReply, StoredRun } from '../port.js';
+
+/** Who holds a lease, or whom a reservation keeps the lock for, until when (monotonic ms). */
+export interface Lease {
+  readonly owner: string;
+  expiresAt: number;
+}
+
+/** The fencing counter: the latest token, the grant it records, and the owner that released that grant. */
+interface Counter {
+  readonly token: number;
+  /** The grant's server time (ms) and instance; null for a counter raised where no grant was kept. */
+  readonly grant: { readonly takenAt: number; readonly instance: string } | null;
+  releasedBy: string | null;
+  readonly expiresAt: number;
+}
+
+/** The entry unless its time is up; an expired one is dropped, as Redis drops a key with PX. */
+function unexpired<T extends { readonly expiresAt: number }>(entry: T | undefined): T | undefined {
+  return entry && entry.expiresAt > now() ? entry : undefined;
+}
+
+/** The wall clock in µs, standing in for the server's TIME: one process, one clock. */
+function clockMicros(): number {
+  return Math.floor((performance.timeOrigin + now()) * 1000);
+}
+
+/** ms a lease or reservation has left. */
+export function left(entry: Lease): number {
+  return Math.max(0, Math.ceil(entry.expiresAt - now()));
+}
+
+/**
+ * Everything kept for one lock name, as the Redis keys of that name keep it (lua/lib/lease.lua,
+ * lua/lib/hand-on.lua): the lease or the reservation for a woken waiter, the fencing counter with
+ * its retention and release mark, the waiters' queue with each waiter's liveness, and for a job
+ * its latest tick and run history. Each method is one step of a script; `publish` tells the
+ * lock's watchers of a hand-off.
+ */
+export class LockRecord {
+  #lease: Lease | undefined;
+  #reservation: Lease | undefined;
+  #counter: Counter | undefined;
+  /** Waiters in arrival order (a Map keeps insertion order), each with its liveness deadline. */
+  readonly #waiters = new Map<string, number>();
+  /** The latest tick claimed (ms since the epoch); never expires. */
+  tick: number | null = null;
+  /** The run history, oldest first (ascending fencing token), as the Redis sorted set orders it. */
+  runs: StoredRun[] = [];
+  readonly #publish: (handOff: HandOff) => void;
+
+  constructor(publish: (handOff: HandOff) => void) {
+    this.#publish = publish;
+  }
+
+  /** The current holder's lease, or undefined when free (or only reserved). */
+  get lease(): Lease | undefined {
+    this.#lease = unexpired(this.#lease);
+    return this.#lease;
+  }
+
+  /** The waiter a hand-off reserved the lock for, while its reservation lasts. */
+  get reservation(): Lease | undefined {
+    this.#reservation = unexpired(this.#reservation);
+    return this.#reservation;
+  }
+
+  /** The latest fencing token issued (or raised to) while the counter is kept; 0 if none. */
+  get fence(): number {
+    return this.#liveCounter()?.token ?? 0;
+  }
+
+  /** The owner that released the grant the counter records, or null. */
+  get releasedBy(): string | null {
+    return this.#liveCounter()?.releasedBy ?? null;
+  }
+
+  /** The grant the counter records, as operator tooling shows it; null when none is kept. */
+  get holder(): Holder | null {
+    const counter = this.#liveCounter();
+    if (!counter?.grant) return null;
+    return { token: counter.token, takenAt: counter.grant.takenAt, instance: counter.grant.instance };
+  }
+
+  /** Nothing left: the record can go, as Redis has no key left for the name. */
+  get empty(): boolean {
+    return (
+      !this.lease &&
+      !this.reservation &&
+      !this.#liveCounter() &&
+      this.queue.length === 0 &&
+      this.tick === null &&
+      this.runs.length === 0
+    );
+  }
+
+  #liveCounter(): Counter | undefined {
+    this.#counter = unexpired(this.#counter);
+    return this.#counter;
+  }
+
+  /**
+   * Take the lock for `owner` (the caller checked it is free, or reserved for `owner`) and issue
+   * the next token: above the counter and `minFence`, never below the clock in µs (lua/lib/lease.lua).
+   */
+  grant(owner: string, ttl: number, minFence: number, instance: string, retention: number): number {
+    const token = Math.max(this.fence + 1, clockMicros(), minFence);
+    this.#reservation = undefined;
+    this.#lease = { owner, expiresAt: now() + ttl };
+    const grant = { takenAt: Date.now(), instance };
+    this.#counter = { token, grant, releasedBy: null, expiresAt: now() + retention };
+    return token;
+  }
+
+  /** Let the current lease end `ms` from now. */
+  extend(ms: number): void {
+    if (this.#lease) this.#lease.expiresAt = now() + ms;
+  }
+
+  /** Raise the counter to `fence` unless it is there already; the grant and release mark stay. */
+  raiseFence(fence: number, retention: number): number {
+    const counter = this.#liveCounter();
+    if (fence <= (counter?.token ?? 0)) return counter?.token ?? 0;
+    const kept = { grant: counter?.grant ?? null, releasedBy: counter?.releasedBy ?? null };
+    this.#counter = { token: fence, ...kept, expiresAt: now() + retention };
+    return fence;
+  }
+
+  /**
+   * Owner tokens of the waiters queued, in arrival order. The queue goes as a whole once no waiter
+   * is live, as its Redis keys expire a waiter's lease after the last one renewed them.
+   */
+  get queue(): string[] {
+    const at = now();
+    if (![...this.#waiters.values()].some((deadline) => deadline >= at)) this.#waiters.clear();
+    return [...this.#waiters.keys()];
+  }
+
+  /** Queue `owner` at the tail unless it is queued already, and renew its liveness for `lease` ms. */
+  enqueue(owner: string, lease: number): void {
+    this.#waiters.set(owner, now() + lease);
+  }
+
+  unqueue(owner: string): void {
+    this.#waiters.delete(owner);
+  }
+
+  /** The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too. */
+  #firstLive(pop: boolean): string | null {
+    for (const [owner, deadline] of this.#waiters) {
+      const live = deadline >= now();
+      if (pop || !live) this.#waiters.delete(owner);
+      if (live) return owner;
+    }
+    return null;
+  }
+
+  /**
+   * Free the lock and hand it to the first live waiter: reserve it for `reservation` ms, and tell
+   * the watchers which waiter that is and up to three live ones after it (lua/lib/hand-on.lua).
+   * With nobody to wake, the lock is just freed, and announced only when `announce`.
+   */
+  handOn({ reservation, announce }: HandOn): string | null {
+    this.#lease = undefined;
+    this.#reservation = undefined;
+    const woken = this.#firstLive(true);
+    const next: string[] = [];
+    if (woken !== null) {
+      this.#reservation = { owner: woken, expiresAt: now() + reservation };
+      const first = this.#firstLive(false);
+      if (first !== null) {
+        const at = now();
+        const after = [...this.#waiters].slice(1, 5).filter(([, deadline]) => deadline >= at);
+        next.push(first, ...after.slice(0, 2).map(([owner]) => owner));
+      }
+    }
+    if (woken !== null || announce) this.#publish({ woken, next });
+    return woken;
+  }
+
+  /**
+   * End `owner`'s lease and hand the lock on (lua/lib/hand-on.lua's end_lease). A counter marked
+   * released by `owner` answers a re-sent release; a lock with no lease and no reservation
+   * expired, and its waiters are woken all the same.
+   */
+  endLease(owner: string, handOn: HandOn): ReleaseReply {
+    const held = this.lease;
+    const counter = this.#liveCounter();
+    if (held?.owner === owner) {
+      if (counter) counter.releasedBy = owner;
+      this.handOn(handOn);
+      return 'released';
+    }
+    if (counter?.releasedBy === owner) return 'released';
+    if (held) return 'not-owner';
+    if (!this.reservation) this.handOn(handOn);
+    return 'expired';
+  }
+}
