@@ -1,22 +1,23 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { type Backend, DEFAULTS, type LockKeys, MemoryStore } from '../../src/index.js';
+import { type Backend, DEFAULTS, MemoryStore } from '../../src/index.js';
+import { lockKeys } from '../../src/store/redis/keys.js';
 import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../harness/index.js';
 
 /**
- * One backend the contract suite runs against: how to make a client for it, and raw access to
- * its keys for the few tests that must tamper with the backend behind a lock's back.
+ * One backend the contract suite runs against: how to make a client for it, and what the few
+ * tests that look behind a lock's back need, in lock names (each adapter knows its own layout).
  */
 export interface ContractBackend {
   readonly label: string;
   /** A fresh client (or the shared store) for one Leasehold instance. */
   client(): Promise<Backend>;
-  /** Delete a key directly in the backend, as an operator or a failover would. */
-  deleteKey(key: string): Promise<void>;
-  /** Number of channel subscriptions currently open on the backend (PUBSUB NUMSUB / SHARDNUMSUB). */
-  subscriptions(channel: string): Promise<number>;
-  /** Waiters queued in the backend for a lock (ZCARD of its waiters key). */
-  queued(keys: LockKeys): Promise<number>;
+  /** End lock `name`'s lease of `prefix` at once, behind its holder's back, as an operator or a failover would. */
+  expire(prefix: string, name: string): Promise<void>;
+  /** Listeners the backend has for hand-offs of lock `name` (on Redis, PUBSUB NUMSUB / SHARDNUMSUB of its channel). */
+  subscriptions(prefix: string, name: string): Promise<number>;
+  /** Waiters queued in the backend for lock `name`. */
+  queued(prefix: string, name: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -25,19 +26,12 @@ export function memoryBackend(): ContractBackend {
   return {
     label: 'MemoryStore',
     client: async () => store,
-    deleteKey: async (key) => {
-      // Memory has no raw key access: expiring the lease at once is the same fault.
-      const keys = {
-        lock: key,
-        fence: `${key}:fence`,
-        channel: `${key}:released`,
-        waiters: `${key}:waiters`,
-        alive: `${key}:alive`,
-      };
-      await store.forceRelease(keys, { reservation: DEFAULTS.reservation, announce: false });
+    expire: async (prefix, name) => {
+      // Memory has no raw access to a lease: deleting it at once is the same fault.
+      await store.scope(prefix).forceRelease(name, { reservation: DEFAULTS.reservation, announce: false });
     },
-    subscriptions: async () => store.subscriptions,
-    queued: async (keys) => (await store.queued(keys, 0)).count,
+    subscriptions: async (prefix, name) => store.scope(prefix).watching(name),
+    queued: async (prefix, name) => (await store.scope(prefix).queued(name, 0)).count,
     close: async () => {},
   };
 }
@@ -60,11 +54,12 @@ async function standalone(
       opened.push(quit);
       return client;
     },
-    deleteKey: async (key) => {
-      await server.command('DEL', key);
+    expire: async (prefix, name) => {
+      await server.command('DEL', lockKeys(prefix, name).lock);
     },
-    subscriptions: async (channel) => numsub(await server.command('PUBSUB', 'NUMSUB', channel)),
-    queued: async (keys) => Number(await server.command('ZCARD', keys.waiters)),
+    subscriptions: async (prefix, name) =>
+      numsub(await server.command('PUBSUB', 'NUMSUB', lockKeys(prefix, name).channel)),
+    queued: async (prefix, name) => Number(await server.command('ZCARD', lockKeys(prefix, name).waiters)),
     close: async () => {
       await Promise.all(opened.map((quit) => quit().catch(() => undefined)));
       await server.stop();
@@ -102,12 +97,13 @@ async function clustered(
       opened.push(quit);
       return client;
     },
-    deleteKey: async (key) => {
-      await raw.del(key);
+    expire: async (prefix, name) => {
+      await raw.del(lockKeys(prefix, name).lock);
     },
-    queued: async (keys) => raw.zcard(keys.waiters),
-    subscriptions: async (channel) => {
+    queued: async (prefix, name) => raw.zcard(lockKeys(prefix, name).waiters),
+    subscriptions: async (prefix, name) => {
       // Sharded channels live on the node that owns their slot: sum over every node.
+      const { channel } = lockKeys(prefix, name);
       let total = 0;
       for (const node of cluster.nodes) total += numsub(await node.command('PUBSUB', 'SHARDNUMSUB', channel));
       return total;

@@ -9,7 +9,6 @@ import {
   LockError,
   LockLostError,
   LockTimeoutError,
-  lockKeys,
 } from '../../src/index.js';
 import { randomPrefix, waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
@@ -113,7 +112,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const lock = await a.acquire('ext', { ttl: 1_000, autoExtend: false });
       await lock.extend(10_000);
       expect(lock.expiresIn()).toBeGreaterThan(9_000);
-      await backend.deleteKey(lockKeys(prefix, 'ext').lock);
+      await backend.expire(prefix, 'ext');
       const thief = await b.acquire('ext', { ttl: 10_000 });
       const lost = lock.extend().catch((e: unknown) => e);
       const error = await lost;
@@ -147,7 +146,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const lostEvents: string[] = [];
       a.on('lost', (e) => lostEvents.push(e.error.reason));
       const lock = await a.acquire('stolen', { ttl: 600 });
-      await backend.deleteKey(lockKeys(prefix, 'stolen').lock);
+      await backend.expire(prefix, 'stolen');
       const thief = await b.acquire('stolen', { ttl: 10_000 });
       await waitFor(() => lock.signal.aborted, { timeout: 3_000 });
       expect((lock.signal.reason as LockLostError).reason).toBe('not-owner');
@@ -172,9 +171,8 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const held = await a.acquire('wake', { ttl: 20_000 });
       const started = performance.now();
       const waiting = b.acquire('wake', { wait: 15_000 });
-      // The waiter listens on the lock's release channel (sharded on a cluster) before it parks.
-      const channel = lockKeys(prefix, 'wake').channel;
-      await waitFor(async () => (await backend.subscriptions(channel)) === 1, { timeout: 3_000 });
+      // The waiter listens for the lock's hand-offs (a sharded channel on a cluster) before it parks.
+      await waitFor(async () => (await backend.subscriptions(prefix, 'wake')) === 1, { timeout: 3_000 });
       await held.release();
       const lock = await waiting;
       // The fallback timer alone would take the holder's 20 s lease; the release wakes it.
@@ -199,8 +197,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       expect(error).toBeInstanceOf(LockTimeoutError);
       expect((error as LockTimeoutError).code).toBe(ErrorCode.TIMEOUT);
       expect(b.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
-      const channel = lockKeys(prefix, 'busy').channel;
-      await waitFor(async () => (await backend.subscriptions(channel)) === 0, { timeout: 3_000 });
+      await waitFor(async () => (await backend.subscriptions(prefix, 'busy')) === 0, { timeout: 3_000 });
       expect(await held.release()).toBe(true);
     });
 
@@ -215,8 +212,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       controller.abort(reason);
       expect(await waiting).toBe(reason);
       expect(b.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
-      const channel = lockKeys(prefix, 'abort').channel;
-      await waitFor(async () => (await backend.subscriptions(channel)) === 0, { timeout: 3_000 });
+      await waitFor(async () => (await backend.subscriptions(prefix, 'abort')) === 0, { timeout: 3_000 });
       expect(await held.release()).toBe(true);
       expect(await a.tryAcquire('abort')).not.toBeNull();
       const already = new AbortController();
@@ -231,7 +227,6 @@ export function runContract(make: () => Promise<ContractBackend>): void {
      */
     async function servedOrder(name: string, queuers: Leasehold[]): Promise<number[]> {
       const held = await (await leasehold()).acquire(name, { ttl: 10_000 });
-      const keys = lockKeys(prefix, name);
       const order: number[] = [];
       const waiting: Promise<void>[] = [];
       for (const [i, locks] of queuers.entries()) {
@@ -242,7 +237,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
             await lock.release();
           }),
         );
-        await waitFor(async () => (await backend.queued(keys)) === i + 1, { timeout: 5_000 });
+        await waitFor(async () => (await backend.queued(prefix, name)) === i + 1, { timeout: 5_000 });
       }
       await held.release();
       await Promise.all(waiting);

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { Backend } from '../../src/index.js';
-import { jobKeys, Leasehold, MemoryStore, type SkipReason } from '../../src/index.js';
+import { Leasehold, MemoryStore, type SkipReason } from '../../src/index.js';
+import { jobKeys } from '../../src/store/redis/keys.js';
 import { randomPrefix, startRedis } from '../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
 
@@ -66,7 +67,7 @@ describe('a fast clock on one instance', () => {
     await run(async () => ({
       a: store,
       b: store,
-      lastTick: async (prefix) => (await store.readJob(jobKeys(prefix, 'rates'), 1)).lastTick,
+      lastTick: async (prefix) => (await store.scope(prefix).readJob('rates', 1)).lastTick,
     }));
   });
 });
