@@ -1,20 +1,21 @@
 /**
  * Reference-counted channel subscriptions over one subscriber connection. Many waiters on the
- * same lock share one SUBSCRIBE; the last one to leave sends the UNSUBSCRIBE.
+ * same lock share one SUBSCRIBE; the last one to leave sends the UNSUBSCRIBE. `M`: a message as
+ * the store delivers it (decoded once, before every listener of the channel hears it).
  */
 export interface ChannelTransport {
   subscribe(channel: string): Promise<void>;
   unsubscribe(channel: string): Promise<void>;
 }
 
-interface Entry {
-  readonly listeners: Set<(message: string) => void>;
+interface Entry<M> {
+  readonly listeners: Set<(message: M) => void>;
   readonly ready: Promise<void>;
 }
 
-export class ChannelHub {
+export class ChannelHub<M = string> {
   readonly #transport: ChannelTransport;
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries = new Map<string, Entry<M>>();
   readonly #onError: (error: unknown) => void;
   readonly #onIdle: () => void;
 
@@ -30,16 +31,16 @@ export class ChannelHub {
   }
 
   /** Call every listener of `channel` with the message (the transport calls this on each message). */
-  deliver(channel: string, message: string): void {
+  deliver(channel: string, message: M): void {
     const entry = this.#entries.get(channel);
     if (!entry) return;
     for (const listener of [...entry.listeners]) listener(message);
   }
 
-  async subscribe(channel: string, listener: (message: string) => void): Promise<() => void> {
+  async subscribe(channel: string, listener: (message: M) => void): Promise<() => void> {
     let entry = this.#entries.get(channel);
     if (!entry) {
-      const created: Entry = { listeners: new Set(), ready: this.#transport.subscribe(channel) };
+      const created: Entry<M> = { listeners: new Set(), ready: this.#transport.subscribe(channel) };
       entry = created;
       this.#entries.set(channel, created);
       created.ready.catch(() => {

@@ -1,26 +1,27 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import { type JobKeys, type LockKeys, nameFromLockKey } from './keys.js';
-import {
-  type AcquireReply,
-  type AcquireRequest,
-  type ClaimReply,
-  type ClaimRequest,
-  type ExtendReply,
-  type FinishReply,
-  type FinishRequest,
-  type ForceReleaseReply,
-  type HandOn,
-  type Holder,
-  type JobState,
-  type LockState,
-  type QueueState,
-  type ReleaseReply,
-  STORE,
-  type Store,
-  type StoredOutcome,
-  type StoredRun,
+import type {
+  AcquireReply,
+  AcquireRequest,
+  AdminStore,
+  ClaimReply,
+  ClaimRequest,
+  ConfigStore,
+  ExtendReply,
+  FenceStore,
+  FinishReply,
+  FinishRequest,
+  ForceReleaseReply,
+  HandOff,
+  HandOn,
+  JobState,
+  JobStore,
+  LockState,
+  QueueState,
+  ReleaseReply,
+  Store,
 } from '../port.js';
+import { STORE } from '../port.js';
 import {
   describeError,
   isReplyError,
@@ -29,8 +30,10 @@ import {
   type Subscriber,
 } from './connection.js';
 import { infoField } from './info.js';
+import { lockKeys, nameFromLockKey } from './keys.js';
+import { decodeHandOff } from './replies.js';
 import { ScriptRunner } from './run-script.js';
-import { SCRIPTS, type Script } from './scripts.js';
+import { SCRIPTS, type ScriptCall } from './scripts.js';
 
 /**
  * Turn whatever a client library threw into a LockError that says what happened: an error reply
@@ -54,121 +57,42 @@ export function storeError(connection: RedisConnection, action: string, error: u
   return new RedisUnavailableError(`${connection.kind}: ${action} on ${connection.address} failed: ${why}`, { cause });
 }
 
-function integer(reply: unknown, script: Script): number {
-  const n = typeof reply === 'number' ? reply : Number(reply);
-  if (!Number.isFinite(n)) {
-    throw new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
-  }
-  return n;
-}
-
-const OUTCOMES: readonly StoredOutcome[] = ['running', 'ok', 'failed', 'done', 'lost', 'abandoned'];
-
-/** A run record as claim-tick / finish-tick wrote it (JSON); anything else is a store error. */
-function storedRun(member: unknown): StoredRun {
-  let value: unknown;
-  try {
-    value = typeof member === 'string' ? JSON.parse(member) : undefined;
-  } catch {
-    value = undefined;
-  }
-  const r = (value ?? {}) as Record<string, unknown>;
-  const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
-  // The fencing token is written as a decimal string (a JSON number in Lua would lose digits).
-  if (typeof r.fence === 'string' && /^\d+$/.test(r.fence)) r.fence = Number(r.fence);
-  const numOrNull = (v: unknown) => v === null || v === undefined || num(v);
-  if (
-    !num(r.fence) ||
-    !num(r.startedAt) ||
-    !numOrNull(r.tick) ||
-    !numOrNull(r.finishedAt) ||
-    typeof r.instance !== 'string' ||
-    !(OUTCOMES as readonly unknown[]).includes(r.outcome)
-  ) {
-    throw new LockError(ErrorCode.STORE, `unexpected run record in the job history: ${JSON.stringify(member)}`);
-  }
-  return {
-    fence: r.fence as number,
-    tick: typeof r.tick === 'number' ? r.tick : null,
-    instance: r.instance,
-    startedAt: r.startedAt as number,
-    finishedAt: typeof r.finishedAt === 'number' ? r.finishedAt : null,
-    outcome: r.outcome as StoredOutcome,
-    error: typeof r.error === 'string' ? r.error : null,
-  };
-}
-
 /** A prefix as a literal inside a SCAN pattern: glob characters in it match only themselves. */
 function globLiteral(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
-function unexpected(script: Script, reply: unknown): LockError {
-  return new LockError(ErrorCode.STORE, `unexpected reply from ${script.name}: ${JSON.stringify(reply)}`);
+export interface RedisStoreOptions {
+  /** The namespace of every key this store touches. */
+  readonly prefix: string;
+  /** Where background failures go (the subscriber connection). */
+  readonly onError?: (error: unknown) => void;
 }
 
 /**
- * A fencing counter's value, as lua/lib/lease.lua writes it: '<token> <taken-at µs> <instance>',
- * then '|<owner>' once that owner released the grant.
+ * The ports on Redis, for one prefix: every method is one script (see scripts.ts, where each is
+ * declared with its keys, arguments and reply), run through one runner.
  */
-export function parseCounter(counter: string): { holder: Holder | null; releasedBy: string | null } {
-  const bar = counter.lastIndexOf('|');
-  const releasedBy = bar >= 0 ? counter.slice(bar + 1) : null;
-  const match = /^(\d+) (\d+) ([\s\S]*)$/.exec(bar >= 0 ? counter.slice(0, bar) : counter);
-  if (!match) return { holder: null, releasedBy };
-  const holder = {
-    token: Number(match[1]),
-    takenAt: Math.floor(Number(match[2]) / 1000),
-    instance: match[3] as string,
-  };
-  return { holder, releasedBy };
-}
-
-/**
- * A lock key's value (see lua/lib/lease.lua): '<owner>' or '<owner>*' while held (the mark: waiters
- * queued), '~<waiter>' or '~<waiter>*' while reserved for a waiter a release handed it to.
- */
-export function readLockValue(value: unknown): { owner: string | null; reservedFor: string | null } {
-  if (typeof value !== 'string') return { owner: null, reservedFor: null };
-  const bare = value.endsWith('*') ? value.slice(0, -1) : value;
-  return bare.startsWith('~') ? { owner: null, reservedFor: bare.slice(1) } : { owner: bare, reservedFor: null };
-}
-
-const QUEUE_MODE = { join: '1', member: '2' } as const;
-
-/** The Store port on Redis: one Lua script per state change, run through one runner. */
-export class RedisStore implements Store {
+export class RedisStore implements Store, FenceStore, JobStore, AdminStore, ConfigStore {
   readonly [STORE] = true;
   readonly kind: string;
+  readonly #prefix: string;
   readonly #connection: RedisConnection;
   readonly #scripts: ScriptRunner;
-  #publish: Promise<string> | undefined;
-  /** The publish command once known: standalone is always PUBLISH, a cluster asks its version once. */
-  #publishKnown: string | undefined;
-  #subscriber: Subscriber | undefined;
-  #hub: ChannelHub | undefined;
   readonly #onError: (error: unknown) => void;
+  /** The publish command once known: standalone is always PUBLISH, a cluster asks its version once. */
+  #publish: string | undefined;
+  #publishing: Promise<string> | undefined;
+  #subscriber: Subscriber | undefined;
+  #hub: ChannelHub<HandOff> | undefined;
 
-  constructor(connection: RedisConnection, onError: (error: unknown) => void = () => {}) {
+  constructor(connection: RedisConnection, { prefix, onError = () => {} }: RedisStoreOptions) {
     this.#connection = connection;
+    this.#prefix = prefix;
     this.#scripts = new ScriptRunner(connection);
     this.kind = connection.kind;
-    if (!connection.cluster) this.#publishKnown = 'PUBLISH';
     this.#onError = onError;
-  }
-
-  #run(script: Script, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    // A client whose reconnections are being refused would only queue the call: say so at once.
-    const down = this.#connection.down();
-    if (down)
-      return Promise.reject(
-        new RedisUnavailableError(`${this.kind}: ${script.name} failed: ${down.message}`, {
-          cause: down.cause ?? down,
-        }),
-      );
-    return this.#scripts.run(script, keys, args).catch((error: unknown) => {
-      throw storeError(this.#connection, script.name, error);
-    });
+    if (!connection.cluster) this.#publish = 'PUBLISH';
   }
 
   /** The last connection error of the client, for a call that got no answer in time. */
@@ -182,209 +106,106 @@ export class RedisStore implements Store {
 
   /** Cluster on Redis ≥ 7 publishes on the lock's own shard (SPUBLISH); elsewhere plain PUBLISH. */
   #publishCommand(): Promise<string> {
-    if (this.#publishKnown !== undefined) return Promise.resolve(this.#publishKnown);
-    this.#publish ??= this.#connection.serverMajorVersion().then(
+    if (this.#publish !== undefined) return Promise.resolve(this.#publish);
+    this.#publishing ??= this.#connection.serverMajorVersion().then(
       (major) => {
-        this.#publishKnown = major >= 7 ? 'SPUBLISH' : 'PUBLISH';
-        return this.#publishKnown;
+        this.#publish = major >= 7 ? 'SPUBLISH' : 'PUBLISH';
+        return this.#publish;
       },
       (error: unknown) => {
-        this.#publish = undefined;
+        this.#publishing = undefined;
         throw storeError(this.#connection, 'INFO server', error);
       },
     );
-    return this.#publish;
+    return this.#publishing;
   }
 
-  get sharded(): Promise<boolean> {
-    return this.#publishCommand().then((cmd) => cmd === 'SPUBLISH');
+  /**
+   * Run `script` on lock `name` and decode its reply: the one path of every call. A promise chain,
+   * not an async function: this is on every lock operation's path.
+   */
+  #call<Request, Reply>(script: ScriptCall<Request, Reply>, name: string, request: Request): Promise<Reply> {
+    // A client whose reconnections are being refused would only queue the call: say so at once.
+    const down = this.#connection.down();
+    if (down) {
+      const error = new RedisUnavailableError(`${this.kind}: ${script.name} failed: ${down.message}`, {
+        cause: down.cause ?? down,
+      });
+      return Promise.reject(error);
+    }
+    const publish = script.handsOn ? this.#publish : '';
+    if (publish === undefined) return this.#publishCommand().then(() => this.#call(script, name, request));
+    const { keys, args } = script.input(this.#prefix, name, request, publish);
+    return this.#scripts.run(script, keys, args).then(script.reply.decode, (error: unknown) => {
+      throw storeError(this.#connection, script.name, error);
+    });
   }
 
-  /** The arguments every hand-on takes, after the publish command and channel. */
-  #handOnArgs(keys: LockKeys, publish: string, handOn: HandOn): (string | number)[] {
-    return [publish, keys.channel, handOn.reservation];
+  acquire(name: string, request: AcquireRequest): Promise<AcquireReply> {
+    return this.#call(SCRIPTS.acquire, name, request);
   }
 
-  async acquire(keys: LockKeys, r: AcquireRequest): Promise<AcquireReply> {
-    const reply = await this.#run(
-      SCRIPTS.acquire,
-      [keys.lock, keys.fence, keys.waiters, keys.alive],
-      [
-        r.owner,
-        r.ttl,
-        r.minFence,
-        r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
-        r.instance,
-        r.fenceRetention,
-        r.waiterLease,
-      ],
-    );
-    if (!Array.isArray(reply) || reply.length !== 2) throw unexpected(SCRIPTS.acquire, reply);
-    const value = integer(reply[1], SCRIPTS.acquire);
-    return integer(reply[0], SCRIPTS.acquire) === 1
-      ? { acquired: true, fence: value }
-      : { acquired: false, pttl: value };
+  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+    return this.#call(SCRIPTS.release, name, { owner, handOn });
   }
 
-  async release(keys: LockKeys, owner: string, handOn: HandOn): Promise<ReleaseReply> {
-    const publish = this.#publishKnown ?? (await this.#publishCommand());
-    const code = integer(
-      await this.#run(
-        SCRIPTS.release,
-        [keys.lock, keys.fence, keys.waiters, keys.alive],
-        [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
-      ),
-      SCRIPTS.release,
-    );
-    return code === 1 ? 'released' : code === 0 ? 'expired' : 'not-owner';
+  leave(name: string, owner: string, handOn: HandOn): Promise<void> {
+    return this.#call(SCRIPTS.leave, name, { owner, handOn });
   }
 
-  async leave(keys: LockKeys, owner: string, handOn: HandOn): Promise<void> {
-    const publish = this.#publishKnown ?? (await this.#publishCommand());
-    await this.#run(
-      SCRIPTS.leave,
-      [keys.lock, keys.waiters, keys.alive],
-      [owner, ...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
-    );
+  extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
+    return this.#call(SCRIPTS.extend, name, { owner, ttl });
   }
 
-  async extend(keys: LockKeys, owner: string, ttl: number): Promise<ExtendReply> {
-    const code = integer(await this.#run(SCRIPTS.extend, [keys.lock], [owner, ttl]), SCRIPTS.extend);
-    return code === 1 ? 'extended' : code === 0 ? 'expired' : 'not-owner';
+  raiseFence(name: string, fence: number, retention: number): Promise<number> {
+    return this.#call(SCRIPTS.raiseFence, name, { fence, retention });
   }
 
-  async raiseFence(keys: LockKeys, fence: number, retention: number): Promise<number> {
-    return integer(await this.#run(SCRIPTS.raiseFence, [keys.fence], [fence, retention]), SCRIPTS.raiseFence);
+  inspect(name: string): Promise<LockState> {
+    return this.#call(SCRIPTS.inspect, name, undefined);
   }
 
-  async inspect(keys: LockKeys): Promise<LockState> {
-    const reply = await this.#run(SCRIPTS.inspect, [keys.lock, keys.fence], []);
-    if (!Array.isArray(reply) || reply.length !== 3) throw unexpected(SCRIPTS.inspect, reply);
-    const [value, pttl, counter] = reply as [unknown, unknown, unknown];
-    const parsed = typeof counter === 'string' ? parseCounter(counter) : { holder: null, releasedBy: null };
-    const { owner } = readLockValue(value);
-    const held = owner !== null;
-    return {
-      owner,
-      pttl: held ? integer(pttl, SCRIPTS.inspect) : -2,
-      fence: parsed.holder?.token ?? 0,
-      // The counter tells who holds the lock only while its grant is not released.
-      holder: held && parsed.releasedBy === null ? parsed.holder : null,
-      releasedBy: parsed.releasedBy,
-    };
+  claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
+    return this.#call(SCRIPTS.claimTick, name, request);
   }
 
-  async claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
-    const reply = await this.#run(
-      SCRIPTS.claimTick,
-      [keys.lock, keys.fence, keys.tick, keys.runs],
-      [
-        request.owner,
-        request.ttl,
-        request.tick ?? '',
-        request.instance,
-        request.historyLimit,
-        request.fenceRetention,
-        request.clockTolerance,
-      ],
-    );
-    if (!Array.isArray(reply) || reply.length < 2) throw unexpected(SCRIPTS.claimTick, reply);
-    const code = integer(reply[0], SCRIPTS.claimTick);
-    const value = integer(reply[1], SCRIPTS.claimTick);
-    if (code === 1) return { claimed: true, fence: value, startedAt: integer(reply[2], SCRIPTS.claimTick) };
-    if (code === 0) return { claimed: false, reason: 'locked', pttl: value };
-    if (code === -2) return { claimed: false, reason: 'clock-skew', now: value };
-    return { claimed: false, reason: 'already-ran', lastTick: value };
+  finishTick(name: string, request: FinishRequest): Promise<FinishReply> {
+    return this.#call(SCRIPTS.finishTick, name, request);
   }
 
-  async finishTick(keys: JobKeys, request: FinishRequest): Promise<FinishReply> {
-    const publish = this.#publishKnown ?? (await this.#publishCommand());
-    const { handOn } = request;
-    const reply = await this.#run(
-      SCRIPTS.finishTick,
-      [keys.lock, keys.runs, keys.waiters, keys.alive, keys.fence],
-      [
-        request.owner,
-        request.fence,
-        request.startedAt,
-        request.outcome,
-        request.error ?? '',
-        request.lockAtLeastFor,
-        ...this.#handOnArgs(keys, publish, handOn),
-        handOn.announce ? '1' : '0',
-      ],
-    );
-    if (!Array.isArray(reply) || reply.length !== 2) throw unexpected(SCRIPTS.finishTick, reply);
-    const code = integer(reply[0], SCRIPTS.finishTick);
-    if (code === 1) return { lease: 'kept', remaining: integer(reply[1], SCRIPTS.finishTick) };
-    return { lease: code === 2 ? 'released' : code === 0 ? 'expired' : 'not-owner' };
+  readJob(name: string, limit: number): Promise<JobState> {
+    return this.#call(SCRIPTS.readJob, name, limit);
   }
 
-  async readJob(keys: JobKeys, limit: number): Promise<JobState> {
-    const reply = await this.#run(SCRIPTS.readJob, [keys.lock, keys.fence, keys.tick, keys.runs], [limit]);
-    if (!Array.isArray(reply) || reply.length < 3) throw unexpected(SCRIPTS.readJob, reply);
-    const lastTick = integer(reply[2], SCRIPTS.readJob);
-    return {
-      held: integer(reply[0], SCRIPTS.readJob) === 1,
-      fence: integer(reply[1], SCRIPTS.readJob),
-      lastTick: lastTick < 0 ? null : lastTick,
-      runs: reply.slice(3).map(storedRun),
-    };
+  forceRelease(name: string, handOn: HandOn): Promise<ForceReleaseReply> {
+    return this.#call(SCRIPTS.forceRelease, name, handOn);
   }
 
-  async *scanLocks(prefix: string, match: string, count: number): AsyncGenerator<string> {
+  queued(name: string, limit: number): Promise<QueueState> {
+    return this.#call(SCRIPTS.queued, name, limit);
+  }
+
+  async *scanLocks(match: string, count: number): AsyncGenerator<string> {
     if (this.#connection.cluster) {
       // A keyless script runs on whichever node the client picks: it would list one shard's locks.
       throw new LockError(ErrorCode.STORE, `${this.kind}: listing locks is supported on a standalone server only`);
     }
-    const pattern = `${globLiteral(prefix)}:{${match}}`;
+    const pattern = `${globLiteral(this.#prefix)}:{${match}}`;
     // SCAN may return a key twice across pages; callers get each name once.
     const seen = new Set<string>();
     let cursor = '0';
     do {
-      const reply = await this.#run(SCRIPTS.scanLocks, [], [cursor, pattern, count]);
-      if (!Array.isArray(reply) || reply.length !== 2 || !Array.isArray(reply[1])) {
-        throw unexpected(SCRIPTS.scanLocks, reply);
-      }
-      cursor = String(reply[0]);
-      for (const key of reply[1] as unknown[]) {
+      const page = await this.#call(SCRIPTS.scanLocks, '', { cursor, pattern, count });
+      cursor = page.cursor;
+      for (const key of page.keys) {
         // A lock key ends with the brace that closes its name; the fencing counter, queue,
         // reservation, markers, tick marker and history all end with their own suffix.
-        const name = typeof key === 'string' ? nameFromLockKey(prefix, key) : null;
+        const name = nameFromLockKey(this.#prefix, key);
         if (name === null || seen.has(name)) continue;
         seen.add(name);
         yield name;
       }
     } while (cursor !== '0');
-  }
-
-  async forceRelease(keys: LockKeys, handOn: HandOn): Promise<ForceReleaseReply> {
-    const publish = this.#publishKnown ?? (await this.#publishCommand());
-    const reply = await this.#run(
-      SCRIPTS.forceRelease,
-      [keys.lock, keys.waiters, keys.alive, keys.fence],
-      [...this.#handOnArgs(keys, publish, handOn), handOn.announce ? '1' : '0'],
-    );
-    if (!Array.isArray(reply) || reply.length < 1) throw unexpected(SCRIPTS.forceRelease, reply);
-    const code = integer(reply[0], SCRIPTS.forceRelease);
-    if (code === 0) return { result: 'not-held' };
-    const [, owner, woken, counter] = reply as unknown[];
-    if (code !== 1 || typeof owner !== 'string' || typeof woken !== 'string') {
-      throw unexpected(SCRIPTS.forceRelease, reply);
-    }
-    const holder = typeof counter === 'string' ? parseCounter(counter).holder : null;
-    return { result: 'released', owner, holder, woken: woken === '' ? null : woken };
-  }
-
-  async queued(keys: LockKeys, limit: number): Promise<QueueState> {
-    const reply = await this.#run(SCRIPTS.queued, [keys.waiters, keys.lock], [limit]);
-    if (!Array.isArray(reply) || reply.length < 3) throw unexpected(SCRIPTS.queued, reply);
-    const { reservedFor } = readLockValue(reply[1]);
-    return {
-      count: integer(reply[0], SCRIPTS.queued),
-      first: reply.slice(3).map(String),
-      reserved: reservedFor === null ? null : { owner: reservedFor, pttl: integer(reply[2], SCRIPTS.queued) },
-    };
   }
 
   async evictionPolicies(): Promise<readonly (string | null)[]> {
@@ -397,34 +218,38 @@ export class RedisStore implements Store {
     return infos.map((info) => infoField(info, 'maxmemory_policy') ?? null);
   }
 
-  async subscribe(channel: string, onMessage: (message: string) => void): Promise<() => void> {
-    if (!this.#hub) {
-      const sharded = await this.sharded;
-      if (!this.#hub) {
-        const subscriber = this.#connection.openSubscriber(sharded, (ch, message) => hub.deliver(ch, message));
-        this.#subscriber = subscriber;
-        // The subscriber connection lives only while someone waits: an idle one would keep the
-        // process alive after the caller closed its own client.
-        const hub: ChannelHub = new ChannelHub(
-          {
-            subscribe: (ch) =>
-              subscriber
-                .subscribe(ch)
-                .catch((e: unknown) => Promise.reject(storeError(this.#connection, 'SUBSCRIBE', e))),
-            unsubscribe: (ch) => subscriber.unsubscribe(ch),
-          },
-          this.#onError,
-          () => {
-            if (this.#hub !== hub) return;
-            this.#hub = undefined;
-            this.#subscriber = undefined;
-            subscriber.close().catch(this.#onError);
-          },
-        );
-        this.#hub = hub;
-      }
-    }
-    return this.#hub.subscribe(channel, onMessage);
+  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+    const hub = this.#hub ?? (await this.#openHub());
+    return hub.subscribe(lockKeys(this.#prefix, name).channel, onHandOff);
+  }
+
+  /** The subscriber connection and its hub, opened on the first watch (once for concurrent ones). */
+  async #openHub(): Promise<ChannelHub<HandOff>> {
+    const sharded = (await this.#publishCommand()) === 'SPUBLISH';
+    if (this.#hub) return this.#hub;
+    // Each message is decoded once, however many waiters of this instance hear it.
+    const subscriber = this.#connection.openSubscriber(sharded, (ch, message) =>
+      hub.deliver(ch, decodeHandOff(message)),
+    );
+    this.#subscriber = subscriber;
+    // The subscriber connection lives only while someone waits: an idle one would keep the
+    // process alive after the caller closed its own client.
+    const hub: ChannelHub<HandOff> = new ChannelHub<HandOff>(
+      {
+        subscribe: (ch) =>
+          subscriber.subscribe(ch).catch((e: unknown) => Promise.reject(storeError(this.#connection, 'SUBSCRIBE', e))),
+        unsubscribe: (ch) => subscriber.unsubscribe(ch),
+      },
+      this.#onError,
+      () => {
+        if (this.#hub !== hub) return;
+        this.#hub = undefined;
+        this.#subscriber = undefined;
+        subscriber.close().catch(this.#onError);
+      },
+    );
+    this.#hub = hub;
+    return hub;
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,19 @@
 import { createHash } from 'node:crypto';
+import { ErrorCode, LockError } from '../../core/errors.js';
+import type {
+  AcquireReply,
+  AcquireRequest,
+  ClaimReply,
+  ClaimRequest,
+  FinishReply,
+  FinishRequest,
+  ForceReleaseReply,
+  HandOn,
+  JobState,
+  LockState,
+  QueueState,
+} from '../port.js';
+import { jobKeys, type LockKeys, lockKeys } from './keys.js';
 import acquireSource from './lua/acquire.lua';
 import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
@@ -13,6 +28,17 @@ import raiseFenceSource from './lua/raise-fence.lua';
 import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
 import scanLocksSource from './lua/scan-locks.lua';
+import {
+  BadReply,
+  byCode,
+  type Decoder,
+  integer,
+  integerReply,
+  parseCounter,
+  readLockValue,
+  shaped,
+  storedRun,
+} from './replies.js';
 
 /**
  * What a script may do, as Redis Functions flags: `read` runs no write command; `free` only ends or
@@ -22,7 +48,7 @@ type Access = 'write' | 'read' | 'free';
 
 /**
  * A Lua script: its source and SHA1 for EVALSHA/EVAL, and its name in the function library for
- * FCALL (see LIBRARY below).
+ * FCALL (see LIBRARY_SOURCE below).
  */
 export interface Script {
   readonly name: string;
@@ -34,6 +60,23 @@ export interface Script {
   readonly access: Access;
   /** The script's own text, includes left out (the library defines them once). */
   readonly body: string;
+}
+
+/** KEYS and ARGV of one call, in the order the script's header lists them. */
+export interface ScriptInput {
+  readonly keys: readonly string[];
+  readonly args: readonly (string | number)[];
+}
+
+/**
+ * A script declared once: its source, the KEYS and ARGV a request becomes, and how its reply
+ * becomes the port's reply. `handsOn`: the script may hand the lock on, and its ARGV ends with the
+ * hand-on's (the publish command, the channel, the reservation, announce); `publish` is that command.
+ */
+export interface ScriptCall<Request, Reply> extends Script {
+  readonly handsOn: boolean;
+  readonly input: (prefix: string, name: string, request: Request, publish: string) => ScriptInput;
+  readonly reply: Decoder<Reply>;
 }
 
 /** The shared steps a script may include, by the path its `-- include:` line names. */
@@ -55,57 +98,302 @@ export function resolveIncludes(name: string, source: string): string {
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
 
-/** What every script's source hashes to together: the library's version, in its name. */
-const SOURCES: readonly (readonly [string, string, Access])[] = [
-  ['acquire', acquireSource, 'write'],
-  ['release', releaseSource, 'free'],
-  ['leave', leaveSource, 'free'],
-  ['extend', extendSource, 'free'],
-  ['raise-fence', raiseFenceSource, 'write'],
-  ['inspect', inspectSource, 'read'],
-  ['claim-tick', claimTickSource, 'write'],
-  ['finish-tick', finishTickSource, 'free'],
-  ['read-job', readJobSource, 'read'],
-  ['force-release', forceReleaseSource, 'free'],
-  ['queued', queuedSource, 'read'],
-  ['scan-locks', scanLocksSource, 'read'],
-];
+/** A declaration before the library's version is known (it hashes every script). */
+type Declared<Request, Reply> = Omit<ScriptCall<Request, Reply>, 'fn'>;
 
-const VERSION = sha1(SOURCES.map(([, source]) => source).join('\0') + Object.values(LIBRARY).join('\0')).slice(0, 10);
+/**
+ * One script's declaration: its file, what it may do, its KEYS (from the lock's keys, or the job's:
+ * `layout`) and ARGV (from the request), in its header's order, and its reply's decoding.
+ */
+interface Spec<K, Request, Reply> {
+  readonly name: string;
+  readonly lua: string;
+  readonly access: Access;
+  readonly layout: (prefix: string, name: string) => K;
+  readonly keys: (keys: K) => readonly string[];
+  readonly args: (request: Request, keys: K, publish: string) => readonly (string | number)[];
+  readonly handsOn?: boolean;
+  readonly reply: Decoder<Reply>;
+}
+
+function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Request, Reply> {
+  const { name, lua, layout, keys, args, reply } = spec;
+  const source = resolveIncludes(name, lua);
+  return {
+    name,
+    source,
+    sha: sha1(source),
+    access: spec.access,
+    body: lua.replace(INCLUDE, '').trim(),
+    handsOn: spec.handsOn ?? false,
+    input: (prefix, lock, request, publish) => {
+      const k = layout(prefix, lock);
+      return { keys: keys(k), args: args(request, k, publish) };
+    },
+    reply: {
+      codes: reply.codes,
+      decode: (raw) => {
+        try {
+          return reply.decode(raw);
+        } catch (error) {
+          if (!(error instanceof BadReply)) throw error;
+          throw new LockError(ErrorCode.STORE, `unexpected reply from ${name}: ${JSON.stringify(raw)}`);
+        }
+      },
+    },
+  };
+}
+
+/** A script that names no keys (it finds them itself). */
+const noKeys = (): null => null;
+
+/** The hand-on's ARGV, last in every script that may free a lock (see lib/hand-on.lua). */
+function handOnArgs(keys: LockKeys, publish: string, handOn: HandOn): (string | number)[] {
+  return [publish, keys.channel, handOn.reservation, handOn.announce ? '1' : '0'];
+}
+
+const QUEUE_MODE = { join: '1', member: '2' } as const;
+
+/** The three outcomes of a call on a lease held (or not) by an owner: release, extend. */
+function ownerCodes<Done extends string>(done: Done): Decoder<Done | 'expired' | 'not-owner'> {
+  return byCode<Done | 'expired' | 'not-owner'>({ 1: () => done, 0: () => 'expired', [-1]: () => 'not-owner' });
+}
+
+/** The request of a call by an owner that may hand the lock on: release, leave. */
+export interface OwnerHandOn {
+  readonly owner: string;
+  readonly handOn: HandOn;
+}
+
+const DECLARED = {
+  acquire: declare({
+    name: 'acquire',
+    lua: acquireSource,
+    access: 'write',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
+    args: (r: AcquireRequest) => [
+      r.owner,
+      r.ttl,
+      r.minFence ?? 0,
+      r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
+      r.instance,
+      r.fenceRetention,
+      r.waiterLease,
+    ],
+    reply: byCode<AcquireReply>({
+      1: (r) => ({ acquired: true, fence: integer(r[1]) }),
+      0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
+    }),
+  }),
+
+  release: declare({
+    name: 'release',
+    lua: releaseSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
+    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    handsOn: true,
+    reply: ownerCodes('released'),
+  }),
+
+  leave: declare({
+    name: 'leave',
+    lua: leaveSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.waiters, k.alive],
+    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    handsOn: true,
+    reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),
+  }),
+
+  extend: declare({
+    name: 'extend',
+    lua: extendSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock],
+    args: (r: { readonly owner: string; readonly ttl: number }) => [r.owner, r.ttl],
+    reply: ownerCodes('extended'),
+  }),
+
+  raiseFence: declare({
+    name: 'raise-fence',
+    lua: raiseFenceSource,
+    access: 'write',
+    layout: lockKeys,
+    keys: (k) => [k.fence],
+    args: (r: { readonly fence: number; readonly retention: number }) => [r.fence, r.retention],
+    reply: integerReply,
+  }),
+
+  inspect: declare({
+    name: 'inspect',
+    lua: inspectSource,
+    access: 'read',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.fence],
+    args: (_: undefined) => [],
+    reply: shaped<LockState>((reply) => {
+      if (reply.length !== 3) throw new BadReply();
+      const [value, pttl, counter] = reply;
+      const parsed = typeof counter === 'string' ? parseCounter(counter) : { holder: null, releasedBy: null };
+      const { owner } = readLockValue(value);
+      const held = owner !== null;
+      return {
+        owner,
+        pttl: held ? integer(pttl) : -2,
+        fence: parsed.holder?.token ?? 0,
+        // The counter tells who holds the lock only while its grant is not released.
+        holder: held && parsed.releasedBy === null ? parsed.holder : null,
+        releasedBy: parsed.releasedBy,
+      };
+    }),
+  }),
+
+  claimTick: declare({
+    name: 'claim-tick',
+    lua: claimTickSource,
+    access: 'write',
+    layout: jobKeys,
+    keys: (k) => [k.lock, k.fence, k.tick, k.runs],
+    args: (r: ClaimRequest) => [
+      r.owner,
+      r.ttl,
+      r.tick ?? '',
+      r.instance,
+      r.historyLimit,
+      r.fenceRetention,
+      r.clockTolerance,
+    ],
+    reply: byCode<ClaimReply>({
+      1: (r) => ({ claimed: true, fence: integer(r[1]), startedAt: integer(r[2]) }),
+      0: (r) => ({ claimed: false, reason: 'locked', pttl: integer(r[1]) }),
+      [-1]: (r) => ({ claimed: false, reason: 'already-ran', lastTick: integer(r[1]) }),
+      [-2]: (r) => ({ claimed: false, reason: 'clock-skew', now: integer(r[1]) }),
+    }),
+  }),
+
+  finishTick: declare({
+    name: 'finish-tick',
+    lua: finishTickSource,
+    access: 'free',
+    layout: jobKeys,
+    keys: (k) => [k.lock, k.runs, k.waiters, k.alive, k.fence],
+    args: (r: FinishRequest, k, publish) => [
+      r.owner,
+      r.fence,
+      r.startedAt,
+      r.outcome,
+      r.error ?? '',
+      r.lockAtLeastFor,
+      ...handOnArgs(k, publish, r.handOn),
+    ],
+    handsOn: true,
+    reply: byCode<FinishReply>({
+      1: (r) => ({ lease: 'kept', remaining: integer(r[1]) }),
+      2: () => ({ lease: 'released' }),
+      0: () => ({ lease: 'expired' }),
+      [-1]: () => ({ lease: 'not-owner' }),
+    }),
+  }),
+
+  readJob: declare({
+    name: 'read-job',
+    lua: readJobSource,
+    access: 'read',
+    layout: jobKeys,
+    keys: (k) => [k.lock, k.fence, k.tick, k.runs],
+    args: (limit: number) => [limit],
+    reply: shaped<JobState>((reply) => {
+      if (reply.length < 3) throw new BadReply();
+      const lastTick = integer(reply[2]);
+      return {
+        held: integer(reply[0]) === 1,
+        fence: integer(reply[1]),
+        lastTick: lastTick < 0 ? null : lastTick,
+        runs: reply.slice(3).map(storedRun),
+      };
+    }),
+  }),
+
+  forceRelease: declare({
+    name: 'force-release',
+    lua: forceReleaseSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
+    args: (handOn: HandOn, k, publish) => handOnArgs(k, publish, handOn),
+    handsOn: true,
+    reply: byCode<ForceReleaseReply>({
+      1: ([, owner, woken, counter]) => {
+        if (typeof owner !== 'string' || typeof woken !== 'string') throw new BadReply();
+        const holder = typeof counter === 'string' ? parseCounter(counter).holder : null;
+        return { result: 'released', owner, holder, woken: woken === '' ? null : woken };
+      },
+      0: () => ({ result: 'not-held' }),
+    }),
+  }),
+
+  queued: declare({
+    name: 'queued',
+    lua: queuedSource,
+    access: 'read',
+    layout: lockKeys,
+    keys: (k) => [k.waiters, k.lock],
+    args: (limit: number) => [limit],
+    reply: shaped<QueueState>((reply) => {
+      if (reply.length < 3) throw new BadReply();
+      const { reservedFor } = readLockValue(reply[1]);
+      return {
+        count: integer(reply[0]),
+        first: reply.slice(3).map(String),
+        reserved: reservedFor === null ? null : { owner: reservedFor, pttl: integer(reply[2]) },
+      };
+    }),
+  }),
+
+  scanLocks: declare({
+    name: 'scan-locks',
+    lua: scanLocksSource,
+    access: 'read',
+    layout: noKeys,
+    keys: () => [],
+    args: (r: { readonly cursor: string; readonly pattern: string; readonly count: number }) => [
+      r.cursor,
+      r.pattern,
+      r.count,
+    ],
+    reply: shaped<{ readonly cursor: string; readonly keys: readonly string[] }>((reply) => {
+      const [cursor, keys] = reply;
+      if (reply.length !== 2 || !Array.isArray(keys)) throw new BadReply();
+      return { cursor: String(cursor), keys: keys.filter((k): k is string => typeof k === 'string') };
+    }),
+  }),
+};
+
+/** What the library's text hashes to (every shared step, every script's body): its version, in its name. */
+const VERSION = sha1([...Object.values(LIBRARY), ...Object.values(DECLARED).map((d) => d.body)].join('\0')).slice(
+  0,
+  10,
+);
 
 /** The function library's name on the server; a different build of leasehold loads its own. */
 export const LIBRARY_NAME = `leasehold_${VERSION}`;
 
-function script(name: string, source: string, access: Access): Script {
-  const resolved = resolveIncludes(name, source);
-  return Object.freeze({
-    name,
-    source: resolved,
-    sha: sha1(resolved),
-    fn: `${LIBRARY_NAME}_${name.replace(/-/g, '_')}`,
-    access,
-    body: source.replace(INCLUDE, '').trim(),
-  });
-}
+type Named<T> = { readonly [K in keyof T]: T[K] extends Declared<infer Q, infer R> ? ScriptCall<Q, R> : never };
 
-const ALL = SOURCES.map(([name, source, access]) => script(name, source, access));
-const byName = (name: string): Script => ALL.find((s) => s.name === name) as Script;
-
-/** One script per state change; see each file's header for KEYS, ARGV and every return code. */
-export const SCRIPTS = Object.freeze({
-  acquire: byName('acquire'),
-  release: byName('release'),
-  leave: byName('leave'),
-  extend: byName('extend'),
-  raiseFence: byName('raise-fence'),
-  inspect: byName('inspect'),
-  claimTick: byName('claim-tick'),
-  finishTick: byName('finish-tick'),
-  readJob: byName('read-job'),
-  forceRelease: byName('force-release'),
-  queued: byName('queued'),
-  scanLocks: byName('scan-locks'),
-});
+/** One script per state change; each file's header documents its KEYS, ARGV and every return code. */
+export const SCRIPTS: Named<typeof DECLARED> = Object.freeze(
+  Object.fromEntries(
+    Object.entries(DECLARED).map(([key, d]) => [
+      key,
+      Object.freeze({ ...d, fn: `${LIBRARY_NAME}_${d.name.replace(/-/g, '_')}` }),
+    ]),
+  ) as Named<typeof DECLARED>,
+);
 
 const FLAGS: Readonly<Record<Access, string>> = {
   write: '{}',
@@ -122,8 +410,8 @@ const FLAGS: Readonly<Record<Access, string>> = {
 export const LIBRARY_SOURCE = [
   `#!lua name=${LIBRARY_NAME}`,
   ...Object.values(LIBRARY).map((lib) => lib.trimEnd()),
-  ...ALL.map(
-    (s) =>
+  ...Object.values(SCRIPTS).map(
+    (s: Script) =>
       `redis.register_function{function_name='${s.fn}', flags=${FLAGS[s.access]}, callback=function(KEYS, ARGV)\n${s.body}\nend}`,
   ),
 ].join('\n');

@@ -19,26 +19,13 @@
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
 local owner = ARGV[1]
 local now_us, stamp = server_now()
-if redis.call('SET', KEYS[1], owner, 'NX', 'PX', ARGV[2]) then
-  if ARGV[4] == '2' then
+local token, _, fresh, value = take(KEYS[1], KEYS[2], owner, ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6], now_us, stamp)
+if token then
+  if fresh and ARGV[4] == '2' then
     redis.call('ZREM', KEYS[3], owner)
     redis.call('HDEL', KEYS[4], owner)
   end
-  return {1, issue(KEYS[2], now_us, stamp, tonumber(ARGV[3]), ARGV[5], ARGV[6])}
-end
-local value = redis.call('GET', KEYS[1])
-local holder, flagged, reserved = read_lock(value)
-if holder == owner then
-  return {1, fence_of(redis.call('GET', KEYS[2]))}
-end
-if reserved == owner then
-  -- Handed to us by a release: take it, keeping the flag of the waiters behind.
-  redis.call('SET', KEYS[1], flagged and owner .. '*' or owner, 'PX', ARGV[2])
-  if ARGV[4] == '2' then
-    redis.call('ZREM', KEYS[3], owner)
-    redis.call('HDEL', KEYS[4], owner)
-  end
-  return {1, issue(KEYS[2], now_us, stamp, tonumber(ARGV[3]), ARGV[5], ARGV[6])}
+  return {1, token}
 end
 if ARGV[4] ~= '0' then
   enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]))

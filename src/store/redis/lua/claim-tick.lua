@@ -1,7 +1,8 @@
 -- claim-tick: take a job's lock for one tick, unless the lock is held (or reserved for a waiter),
 -- this tick or a later one was already claimed, or the tick lies in the future by the server's
--- clock; record the tick and a 'running' history entry, in one step. The token is issued as
--- acquire issues it (lib/lease.lua). Idempotent per owner token: a re-sent claim gets its claim back.
+-- clock; record the tick and a 'running' history entry, in one step. The lock is taken as acquire
+-- takes it (take, lib/lease.lua), so a job's lock and a mutex of the same name are one lock.
+-- Idempotent per owner token: a re-sent claim gets its claim back.
 -- include: lib/lease.lua
 -- KEYS[1]  lock key        (value: see lib/lease.lua; PX: lockAtMostFor)
 -- KEYS[2]  fencing counter (as acquire.lua writes it)
@@ -22,27 +23,29 @@
 --                                 time now; nothing changed
 local owner = ARGV[1]
 local held = redis.call('GET', KEYS[1])
-if read_lock(held) == owner then
-  local token, at = string.match(redis.call('GET', KEYS[2]) or '', '^(%d+) (%d+)')
-  return {1, tonumber(token) or 0, math.floor((tonumber(at) or 0) / 1000)}
-end
 local now_us, stamp = server_now()
-local now = math.floor(now_us / 1000)
 local tick = ARGV[3]
-if tick ~= '' then
-  if tonumber(tick) > now + tonumber(ARGV[7]) then
-    return {-2, now}
+-- A re-sent claim finds the lock its own (take reads its grant back): the checks are for a new one.
+if read_lock(held) ~= owner then
+  local now = math.floor(now_us / 1000)
+  if tick ~= '' then
+    if tonumber(tick) > now + tonumber(ARGV[7]) then
+      return {-2, now}
+    end
+    local last = redis.call('GET', KEYS[3])
+    if last and tonumber(last) >= tonumber(tick) then
+      return {-1, tonumber(last)}
+    end
   end
-  local last = redis.call('GET', KEYS[3])
-  if last and tonumber(last) >= tonumber(tick) then
-    return {-1, tonumber(last)}
+  if held then
+    return {0, redis.call('PTTL', KEYS[1])}
   end
 end
-if held then
-  return {0, redis.call('PTTL', KEYS[1])}
+local token, taken_us, fresh = take(KEYS[1], KEYS[2], owner, ARGV[2], 0, ARGV[4], ARGV[6], now_us, stamp)
+local now = math.floor(taken_us / 1000)
+if not fresh then
+  return {1, token, now}
 end
-redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
-local token = issue(KEYS[2], now_us, stamp, 0, ARGV[4], ARGV[6])
 if tick ~= '' then
   redis.call('SET', KEYS[3], tick)
 end

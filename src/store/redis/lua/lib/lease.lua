@@ -49,6 +49,11 @@ local function fence_of(counter)
   return tonumber(string.match(counter, '^%d+')) or 0
 end
 
+-- The grant a fencing counter's value (or false) records: its token and its time in µs (0, 0 if none).
+local function grant_of(counter)
+  return fence_of(counter), tonumber(string.match(counter or '', '^%d+ (%d+)')) or 0
+end
+
 -- Issue the next fencing token and record the grant in the counter (with its retention): one
 -- above the counter's token, and never below the server's clock in µs (`now_us`, `stamp` as a
 -- string) nor below `floor`. A counter lost to a failover, a restart without persistence or an
@@ -68,4 +73,28 @@ local function issue(fence, now_us, stamp, floor, instance, retention)
   end
   redis.call('SET', fence, int(token) .. ' ' .. stamp .. ' ' .. instance, 'PX', retention)
   return token
+end
+
+-- Take `lock` for `owner` with a lease of `ttl` ms if it is free or reserved for this owner, and
+-- issue the next fencing token (see issue; `floor`, `instance`, `retention` go to it). A reserved
+-- lock keeps its flag of the waiters behind. Idempotent per owner: a lock this owner holds already
+-- is its grant, read back from the counter. Every script that grants a lease takes it here.
+-- returns  token, taken_us, fresh: the grant and its time in µs; fresh is false for a grant found
+--          already this owner's (a re-sent command)
+--          nil, nil, nil, value: refused; value is the lock key's value (held, or reserved for another)
+local function take(lock, fence, owner, ttl, floor, instance, retention, now_us, stamp)
+  if redis.call('SET', lock, owner, 'NX', 'PX', ttl) then
+    return issue(fence, now_us, stamp, floor, instance, retention), now_us, true
+  end
+  local value = redis.call('GET', lock)
+  local holder, flagged, reserved = read_lock(value)
+  if holder == owner then
+    local token, taken_us = grant_of(redis.call('GET', fence))
+    return token, taken_us, false
+  end
+  if reserved ~= owner then
+    return nil, nil, nil, value
+  end
+  redis.call('SET', lock, flagged and owner .. '*' or owner, 'PX', ttl)
+  return issue(fence, now_us, stamp, floor, instance, retention), now_us, true
 end
