@@ -1,10 +1,16 @@
 import { now } from '../../core/clock.js';
 import type { HandOff, HandOn, Holder, ReleaseReply, StoredRun } from '../port.js';
 
-/** Who holds a lease, or whom a reservation keeps the lock for, until when (monotonic ms). */
+/**
+ * Who holds a lease, or whom a reservation keeps the lock for, until when (monotonic ms).
+ * `flagged`: waiters queued since it was taken (or more are queued behind the reserved one), so
+ * its release must hand it on; an uncontended release skips the queue, as the Redis lock value's
+ * `*` mark makes it.
+ */
 export interface Lease {
   readonly owner: string;
   expiresAt: number;
+  flagged: boolean;
 }
 
 /** The fencing counter: the latest token, the grant it records, and the owner that released that grant. */
@@ -106,8 +112,10 @@ export class LockRecord {
    */
   grant(owner: string, ttl: number, minFence: number, instance: string, retention: number): number {
     const token = Math.max(this.fence + 1, clockMicros(), minFence);
+    // A reserved lock keeps the flag of the waiters behind.
+    const flagged = this.reservation?.flagged ?? false;
     this.#reservation = undefined;
-    this.#lease = { owner, expiresAt: now() + ttl };
+    this.#lease = { owner, expiresAt: now() + ttl, flagged };
     const grant = { takenAt: Date.now(), instance };
     this.#counter = { token, grant, releasedBy: null, expiresAt: now() + retention };
     return token;
@@ -137,9 +145,14 @@ export class LockRecord {
     return [...this.#waiters.keys()];
   }
 
-  /** Queue `owner` at the tail unless it is queued already, and renew its liveness for `lease` ms. */
+  /**
+   * Queue `owner` at the tail unless it is queued already, renew its liveness for `lease` ms, and
+   * flag the lease or reservation that refused it.
+   */
   enqueue(owner: string, lease: number): void {
     this.#waiters.set(owner, now() + lease);
+    const blocker = this.lease ?? this.reservation;
+    if (blocker) blocker.flagged = true;
   }
 
   unqueue(owner: string): void {
@@ -162,34 +175,43 @@ export class LockRecord {
    * With nobody to wake, the lock is just freed, and announced only when `announce`.
    */
   handOn({ reservation, announce }: HandOn): string | null {
-    this.#lease = undefined;
-    this.#reservation = undefined;
     const woken = this.#firstLive(true);
-    const next: string[] = [];
-    if (woken !== null) {
-      this.#reservation = { owner: woken, expiresAt: now() + reservation };
-      const first = this.#firstLive(false);
-      if (first !== null) {
-        const at = now();
-        const after = [...this.#waiters].slice(1, 5).filter(([, deadline]) => deadline >= at);
-        next.push(first, ...after.slice(0, 2).map(([owner]) => owner));
-      }
+    if (woken === null) {
+      this.#free(announce);
+      return null;
     }
-    if (woken !== null || announce) this.#publish({ woken, next });
+    const next: string[] = [];
+    const first = this.#firstLive(false);
+    if (first !== null) {
+      const at = now();
+      const after = [...this.#waiters].slice(1, 5).filter(([, deadline]) => deadline >= at);
+      next.push(first, ...after.slice(0, 2).map(([owner]) => owner));
+    }
+    this.#lease = undefined;
+    this.#reservation = { owner: woken, expiresAt: now() + reservation, flagged: next.length > 0 };
+    this.#publish({ woken, next });
     return woken;
   }
 
+  /** Free the lock without looking at the queue; tell any waiter only when `announce`. */
+  #free(announce: boolean): void {
+    this.#lease = undefined;
+    this.#reservation = undefined;
+    if (announce) this.#publish({ woken: null, next: [] });
+  }
+
   /**
-   * End `owner`'s lease and hand the lock on (lua/lib/hand-on.lua's end_lease). A counter marked
-   * released by `owner` answers a re-sent release; a lock with no lease and no reservation
-   * expired, and its waiters are woken all the same.
+   * End `owner`'s lease, handing the lock on if it is flagged (lua/lib/hand-on.lua's end_lease).
+   * A counter marked released by `owner` answers a re-sent release; a lock with no lease and no
+   * reservation expired, and its waiters are woken all the same.
    */
   endLease(owner: string, handOn: HandOn): ReleaseReply {
     const held = this.lease;
     const counter = this.#liveCounter();
     if (held?.owner === owner) {
       if (counter) counter.releasedBy = owner;
-      this.handOn(handOn);
+      if (held.flagged) this.handOn(handOn);
+      else this.#free(handOn.announce);
       return 'released';
     }
     if (counter?.releasedBy === owner) return 'released';
