@@ -19,6 +19,7 @@ export {
   type StartPostgresOptions,
   startPostgres,
 } from './postgres.js';
+export type { ServerControls } from './process.js';
 export { type ProxyTarget, startProxy, type TcpProxy } from './proxy.js';
 export {
   type CliResult,
