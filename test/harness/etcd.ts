@@ -1,17 +1,13 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort } from './ports.js';
+import { envWithout, makeTempDir, retryOnPortClash, runTool, type ServerControls, ServerProcess } from './process.js';
 
 const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 5_000;
 const REQUEST_TIMEOUT_MS = 1_000;
 const CLI_TIMEOUT_MS = 10_000;
-const OUTPUT_TAIL_CHARS = 8_000;
 const START_ATTEMPTS = 3;
 
 export interface StartEtcdOptions {
@@ -47,7 +43,8 @@ export interface EtcdStatus {
   version: string;
 }
 
-export interface EtcdMember {
+/** A paused member's peers elect a new leader; `stop()` sends SIGTERM, then SIGKILL after 5 s. */
+export interface EtcdMember extends ServerControls {
   /** `--name`: `m0`, `m1`, ... */
   readonly name: string;
   readonly host: '127.0.0.1';
@@ -57,28 +54,14 @@ export interface EtcdMember {
   readonly url: string;
   /** `http://127.0.0.1:PEER_PORT` */
   readonly peerUrl: string;
-  /** Pid of the current process; changes after `restart()`. */
-  readonly pid: number;
   /** The data directory, kept across restarts. */
   readonly dir: string;
-  /** False once the process has exited (after `stop()`, `kill9()` or a crash). */
-  readonly running: boolean;
-  /** Freeze the process with SIGSTOP: connections stay open, nothing answers, peers elect anew. */
-  pause(): void;
-  /** Thaw a paused process with SIGCONT. */
-  resume(): void;
-  /** SIGKILL, resolved once the process has exited. */
-  kill9(): Promise<void>;
-  /** SIGTERM, then SIGKILL after 5 s. Idempotent; resumes a paused process first. */
-  stop(): Promise<void>;
   /** Stop (or kill, with `hard`) and start again with the same ports and data dir: it rejoins. */
   restart(opts?: EtcdRestartOptions): Promise<void>;
   /** `GET /health`: true when the member has a leader and serves requests. Never rejects. */
   healthy(): Promise<boolean>;
   /** `POST /v3/maintenance/status`; rejects when the member does not answer within 1 s. */
   status(): Promise<EtcdStatus>;
-  /** The last few kilobytes the member wrote to stdout and stderr. */
-  logs(): string;
 }
 
 /** A single-member cluster. */
@@ -108,102 +91,17 @@ export interface EtcdctlResult {
   stderr: string;
 }
 
-interface Registry {
-  readonly members: Set<EtcdProcess>;
-  readonly tempDirs: Set<string>;
-}
-
-// Every live member is killed when the test process exits, however it exits. The registry sits
-// on globalThis because a test runner may evaluate this module more than once in one process.
-const REGISTRY: unique symbol = Symbol.for('leasehold.test.harness.etcd');
-type GlobalWithRegistry = typeof globalThis & { [REGISTRY]?: Registry };
-
-function registry(): Registry {
-  const holder = globalThis as GlobalWithRegistry;
-  const existing = holder[REGISTRY];
-  if (existing !== undefined) return existing;
-  const created: Registry = { members: new Set(), tempDirs: new Set() };
-  holder[REGISTRY] = created;
-  installCleanup(created);
-  return created;
-}
-
-function installCleanup(reg: Registry): void {
-  const cleanUp = (): void => {
-    for (const member of reg.members) member.killNow();
-    reg.members.clear();
-    for (const dir of reg.tempDirs) {
-      try {
-        rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
-      } catch {
-        // Best effort at exit; a leftover temp directory is harmless.
-      }
-    }
-    reg.tempDirs.clear();
-  };
-  process.once('exit', cleanUp);
-  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
-    const onSignal = (): void => {
-      cleanUp();
-      process.off(signal, onSignal);
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-    };
-    process.on(signal, onSignal);
-  }
-}
-
-function appendTail(tail: string, chunk: string): string {
-  const joined = tail + chunk;
-  return joined.length > OUTPUT_TAIL_CHARS ? joined.slice(-OUTPUT_TAIL_CHARS) : joined;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-function childEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    // ETCD_* variables are read as flags and would override the harness's.
-    if (!key.startsWith('ETCD')) env[key] = value;
-  }
-  return env;
-}
-
 /** Runs `etcdctl` (v3 API) against `endpoints`, killing it after `timeout` ms. Never rejects on a non-zero exit. */
-export function runEtcdctl(
+export async function runEtcdctl(
   endpoints: readonly string[],
   args: readonly string[],
   timeout = CLI_TIMEOUT_MS,
 ): Promise<EtcdctlResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('etcdctl', [`--endpoints=${endpoints.join(',')}`, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...childEnv(), ETCDCTL_API: '3' },
-    });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    child.stdout.setEncoding('utf8').on('data', (text: string) => {
-      stdout += text;
-    });
-    child.stderr.setEncoding('utf8').on('data', (text: string) => {
-      stderr += text;
-    });
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, timeout);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      reject(new Error(`could not run etcdctl: ${error.message}`, { cause: error }));
-    });
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      if (timedOut) reject(new Error(`etcdctl ${args.join(' ')} did not finish within ${timeout} ms`));
-      else resolve({ code, stdout, stderr });
-    });
+  const { code, stdout, stderr } = await runTool('etcdctl', [`--endpoints=${endpoints.join(',')}`, ...args], {
+    timeout,
+    spawn: { env: { ...envWithout('ETCD'), ETCDCTL_API: '3' } },
   });
+  return { code, stdout, stderr };
 }
 
 async function request(url: string, init: RequestInit = {}): Promise<unknown> {
@@ -224,7 +122,7 @@ interface MemberSpec {
   dir: string;
 }
 
-class EtcdProcess implements EtcdMember {
+class EtcdProcess extends ServerProcess implements EtcdMember {
   readonly host = HOST;
   readonly name: string;
   readonly clientPort: number;
@@ -232,118 +130,76 @@ class EtcdProcess implements EtcdMember {
   readonly url: string;
   readonly peerUrl: string;
   readonly dir: string;
-  private child: ChildProcess | undefined;
-  private exited: Promise<void> = Promise.resolve();
-  private alive = false;
-  private paused = false;
-  private stopping: Promise<void> | undefined;
-  private lastPid = 0;
-  private output = '';
-  private spawnError: Error | undefined;
 
-  constructor(
-    spec: MemberSpec,
-    private readonly initialCluster: string,
-    private readonly token: string,
-    private readonly opts: StartEtcdOptions,
-  ) {
+  /**
+   * The initial-cluster flags only matter on the first start: on a restart etcd reads its
+   * membership from the data dir.
+   */
+  constructor(spec: MemberSpec, initialCluster: string, token: string, opts: StartEtcdOptions) {
+    const url = `http://${HOST}:${spec.clientPort}`;
+    const peerUrl = `http://${HOST}:${spec.peerPort}`;
+    super({
+      label: `etcd member ${spec.name} (${url})`,
+      command: 'etcd',
+      args: [
+        '--name',
+        spec.name,
+        '--data-dir',
+        spec.dir,
+        '--listen-client-urls',
+        url,
+        '--advertise-client-urls',
+        url,
+        '--listen-peer-urls',
+        peerUrl,
+        '--initial-advertise-peer-urls',
+        peerUrl,
+        '--initial-cluster',
+        initialCluster,
+        '--initial-cluster-state',
+        'new',
+        '--initial-cluster-token',
+        token,
+        '--heartbeat-interval',
+        String(opts.heartbeatMs ?? 100),
+        '--election-timeout',
+        String(opts.electionMs ?? 1000),
+        '--logger',
+        'zap',
+        '--log-level',
+        'warn',
+        '--log-outputs',
+        'stderr',
+        ...(opts.args ?? []),
+      ],
+      // ETCD_* variables are read as flags and would override the harness's.
+      spawn: { env: envWithout('ETCD') },
+      readyWhat: 'answer /version',
+      readyTimeoutMs: READY_TIMEOUT_MS,
+      stopSignal: 'SIGTERM',
+      stopGraceMs: STOP_GRACE_MS,
+    });
     this.name = spec.name;
     this.clientPort = spec.clientPort;
     this.peerPort = spec.peerPort;
     this.dir = spec.dir;
-    this.url = `http://${HOST}:${spec.clientPort}`;
-    this.peerUrl = `http://${HOST}:${spec.peerPort}`;
+    this.url = url;
+    this.peerUrl = peerUrl;
   }
 
-  get pid(): number {
-    return this.lastPid;
-  }
-
-  get running(): boolean {
-    return this.alive;
-  }
-
-  logs(): string {
-    return this.output;
-  }
-
-  /**
-   * Spawns the process and resolves once its client port answers `/version`. The initial-cluster
-   * flags only matter on the first start: on a restart etcd reads its membership from the data dir.
-   */
-  async launch(): Promise<void> {
-    const args = [
-      '--name',
-      this.name,
-      '--data-dir',
-      this.dir,
-      '--listen-client-urls',
-      this.url,
-      '--advertise-client-urls',
-      this.url,
-      '--listen-peer-urls',
-      this.peerUrl,
-      '--initial-advertise-peer-urls',
-      this.peerUrl,
-      '--initial-cluster',
-      this.initialCluster,
-      '--initial-cluster-state',
-      'new',
-      '--initial-cluster-token',
-      this.token,
-      '--heartbeat-interval',
-      String(this.opts.heartbeatMs ?? 100),
-      '--election-timeout',
-      String(this.opts.electionMs ?? 1000),
-      '--logger',
-      'zap',
-      '--log-level',
-      'warn',
-      '--log-outputs',
-      'stderr',
-      ...(this.opts.args ?? []),
-    ];
-    const child = spawn('etcd', args, { stdio: ['ignore', 'pipe', 'pipe'], env: childEnv() });
-    this.child = child;
-    this.alive = true;
-    this.paused = false;
-    this.spawnError = undefined;
-    this.exited = new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
-        this.alive = false;
-        this.paused = false;
-        registry().members.delete(this);
-        this.output = appendTail(this.output, `\n[exited: code ${code}, signal ${signal}]\n`);
-        resolve();
-      });
-      child.once('error', (error) => {
-        this.spawnError = error;
-        this.alive = false;
-        registry().members.delete(this);
-        resolve();
-      });
-    });
-    const collect = (text: string): void => {
-      this.output = appendTail(this.output, text);
-    };
-    child.stdout?.setEncoding('utf8').on('data', collect);
-    child.stderr?.setEncoding('utf8').on('data', collect);
-    this.lastPid = child.pid ?? 0;
-    registry().members.add(this);
-
-    await this.until(async () => {
-      await request(`${this.url}/version`);
-      return true;
-    }, 'answer /version');
+  /** Its client port answers `/version` (it need not have a leader yet). */
+  protected async ready(): Promise<boolean> {
+    await request(`${this.url}/version`);
+    return true;
   }
 
   /** Resolves once the member reports itself healthy. */
   waitHealthy(timeout = READY_TIMEOUT_MS): Promise<void> {
-    return this.until(() => this.healthy(), 'report itself healthy', timeout);
+    return this.waitUntil(() => this.healthy(), 'report itself healthy', timeout);
   }
 
   async healthy(): Promise<boolean> {
-    if (!this.alive || this.paused) return false;
+    if (!this.running || this.frozen) return false;
     try {
       const health = field(await request(`${this.url}/health`), 'health');
       return health === 'true' || health === true;
@@ -363,95 +219,10 @@ class EtcdProcess implements EtcdMember {
     };
   }
 
-  /** Synchronous SIGKILL, for exit handlers. */
-  killNow(): void {
-    if (!this.alive || this.child === undefined) return;
-    try {
-      this.child.kill('SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
-
-  pause(): void {
-    this.signal('SIGSTOP');
-    this.paused = true;
-  }
-
-  resume(): void {
-    this.signal('SIGCONT');
-    this.paused = false;
-  }
-
-  async kill9(): Promise<void> {
-    if (!this.alive) return;
-    this.killNow();
-    await this.exited;
-  }
-
-  stop(): Promise<void> {
-    if (!this.alive) return Promise.resolve();
-    this.stopping ??= this.gracefulStop().finally(() => {
-      this.stopping = undefined;
-    });
-    return this.stopping;
-  }
-
-  async restart(opts: EtcdRestartOptions = {}): Promise<void> {
-    if (opts.hard === true) await this.kill9();
-    else await this.stop();
-    this.output = appendTail(this.output, `\n[restarting${opts.hard === true ? ' after kill -9' : ''}]\n`);
-    await this.launch();
+  override async restart(opts: EtcdRestartOptions = {}): Promise<void> {
+    await super.restart(opts);
     if (opts.healthy !== false) await this.waitHealthy();
   }
-
-  private async until(check: () => Promise<boolean>, what: string, timeout = READY_TIMEOUT_MS): Promise<void> {
-    const deadline = performance.now() + timeout;
-    let lastProblem = 'no attempt made';
-    while (performance.now() < deadline) {
-      if (!this.alive) {
-        const why = this.spawnError === undefined ? 'exited' : `could not be spawned: ${this.spawnError.message}`;
-        throw new Error(`etcd member ${this.name} (${this.url}) ${why}\n--- output tail ---\n${this.output}`);
-      }
-      try {
-        if (await check()) return;
-        lastProblem = 'not yet';
-      } catch (error) {
-        lastProblem = messageOf(error);
-      }
-      await sleep(50);
-    }
-    throw new Error(
-      `etcd member ${this.name} (${this.url}) did not ${what} within ${timeout} ms ` +
-        `(last: ${lastProblem})\n--- output tail ---\n${this.output}`,
-    );
-  }
-
-  private async gracefulStop(): Promise<void> {
-    if (this.paused) this.resume();
-    this.child?.kill('SIGTERM');
-    const grace = new AbortController();
-    const graceful = await Promise.race([
-      this.exited.then(() => true),
-      sleep(STOP_GRACE_MS, false, { signal: grace.signal }).catch(() => true),
-    ]);
-    grace.abort();
-    if (!graceful) {
-      this.killNow();
-      await this.exited;
-    }
-  }
-
-  private signal(signal: NodeJS.Signals): void {
-    if (!this.alive || this.child === undefined) {
-      throw new Error(`etcd member ${this.name} (${this.url}) is not running; cannot send ${signal}`);
-    }
-    this.child.kill(signal);
-  }
-}
-
-function isAddressInUse(members: readonly EtcdProcess[]): boolean {
-  return members.some((member) => /address already in use/i.test(member.logs()));
 }
 
 /**
@@ -462,30 +233,30 @@ async function stopAll(members: readonly EtcdMember[]): Promise<void> {
   for (const member of members) await member.stop().catch(() => {});
 }
 
+async function makeMembers(count: number, opts: StartEtcdOptions): Promise<EtcdProcess[]> {
+  const specs: MemberSpec[] = [];
+  for (let i = 0; i < count; i++) {
+    const dir = makeTempDir('leasehold-etcd-');
+    specs.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dir });
+  }
+  const initialCluster = specs.map((spec) => `${spec.name}=http://${HOST}:${spec.peerPort}`).join(',');
+  const token = `leasehold-${randomBytes(4).toString('hex')}`;
+  return specs.map((spec) => new EtcdProcess(spec, initialCluster, token, opts));
+}
+
 /** Starts `count` members that form one cluster; retries with fresh ports if one was taken meanwhile. */
-async function startMembers(count: number, opts: StartEtcdOptions): Promise<EtcdProcess[]> {
-  for (let attempt = 1; ; attempt++) {
-    const specs: MemberSpec[] = [];
-    for (let i = 0; i < count; i++) {
-      const dir = mkdtempSync(join(tmpdir(), 'leasehold-etcd-'));
-      registry().tempDirs.add(dir);
-      specs.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dir });
-    }
-    const initialCluster = specs.map((spec) => `${spec.name}=http://${HOST}:${spec.peerPort}`).join(',');
-    const token = `leasehold-${randomBytes(4).toString('hex')}`;
-    const members = specs.map((spec) => new EtcdProcess(spec, initialCluster, token, opts));
-    try {
+function startMembers(count: number, opts: StartEtcdOptions): Promise<EtcdProcess[]> {
+  return retryOnPortClash(START_ATTEMPTS, () => makeMembers(count, opts), {
+    start: async (members) => {
       // All at once: a member of a multi-member cluster is only healthy once a quorum runs.
-      const launched = await Promise.allSettled(members.map((member) => member.launch()));
+      const launched = await Promise.allSettled(members.map((member) => member.start()));
       const failed = launched.find((result) => result.status === 'rejected');
       if (failed !== undefined) throw failed.reason;
       await Promise.all(members.map((member) => member.waitHealthy()));
-      return members;
-    } catch (error) {
-      await Promise.allSettled(members.map((member) => member.kill9()));
-      if (attempt >= START_ATTEMPTS || !isAddressInUse(members)) throw error;
-    }
-  }
+    },
+    discard: (members) => Promise.allSettled(members.map((member) => member.kill9())),
+    portTaken: (members) => members.some((member) => /address already in use/i.test(member.logs())),
+  });
 }
 
 /** Starts a single-member etcd on 127.0.0.1 in a fresh temporary data dir and waits until it is healthy. */
