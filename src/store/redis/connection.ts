@@ -98,3 +98,70 @@ export function isRefusal(error: unknown): boolean {
   if (typeof code === 'string' && REFUSED.has(code)) return true;
   return error instanceof AggregateError && error.errors.some(isRefusal);
 }
+
+/** The events of a client library's client that ClientConnection listens to. */
+export interface EventSource {
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+}
+
+/** What an adapter is built with, besides its client. */
+export interface ClientConnectionOptions {
+  readonly cluster: boolean;
+  readonly address: string;
+  /** Where background failures go (a subscriber connection's errors). */
+  readonly onError: (error: unknown) => void;
+  /** What the adapter does with a connection error of the client, besides remembering it. */
+  readonly onConnectionError?: (error: unknown) => void;
+}
+
+/**
+ * What every adapter keeps of its client: where it connects, and what the client's own events
+ * tell of its connection (the last connection error, and whether the client has been ready since).
+ * The listeners go on the caller's client and come off at `dispose()`.
+ */
+export abstract class ClientConnection {
+  readonly cluster: boolean;
+  readonly address: string;
+  protected readonly onError: (error: unknown) => void;
+  #lastError: unknown;
+  /** A connection error since the client was last ready: calls made now only wait for a reconnection. */
+  #failed = false;
+  readonly #dispose: () => void;
+
+  constructor(client: EventSource, options: ClientConnectionOptions) {
+    this.cluster = options.cluster;
+    this.address = options.address;
+    this.onError = options.onError;
+    const onError = (error: unknown) => {
+      this.#lastError = error;
+      this.#failed = true;
+      options.onConnectionError?.(error);
+    };
+    const onReady = () => {
+      this.#failed = false;
+    };
+    client.on('error', onError as (...args: never[]) => void);
+    client.on('ready', onReady as (...args: never[]) => void);
+    this.#dispose = () => {
+      client.off('error', onError as (...args: never[]) => void);
+      client.off('ready', onReady as (...args: never[]) => void);
+    };
+  }
+
+  /** Take off the listeners this connection put on the client (the client stays the caller's). */
+  dispose(): void {
+    this.#dispose();
+  }
+
+  /** The last connection error while the client has not been ready since, else undefined. */
+  lastError(): unknown {
+    return this.#failed ? this.#lastError : undefined;
+  }
+
+  /** The failure a call made now would wait on: a refused reconnection, naming the address; else undefined. */
+  protected refusal(): Error | undefined {
+    if (!this.#failed || !isRefusal(this.#lastError)) return undefined;
+    return new Error(`cannot reach ${this.address}: ${describeError(this.#lastError)}`, { cause: this.#lastError });
+  }
+}

@@ -1,4 +1,4 @@
-import { describeError, isRefusal, type RedisConnection, type Subscriber } from './connection.js';
+import { ClientConnection, type RedisConnection, type Subscriber } from './connection.js';
 import { majorFromInfo } from './info.js';
 
 /** The parts of an ioredis `Redis` or `Cluster` this adapter uses (structural, so ioredis stays optional). */
@@ -59,41 +59,24 @@ function addressOf(client: IORedisLike): string {
   return `${String(o.host ?? '127.0.0.1')}:${String(o.port ?? 6379)}`;
 }
 
-export class IORedisConnection implements RedisConnection {
+export class IORedisConnection extends ClientConnection implements RedisConnection {
   readonly kind = 'ioredis';
-  readonly cluster: boolean;
-  readonly address: string;
   readonly #client: IORedisLike;
-  readonly #onError: (error: unknown) => void;
-  #lastError: unknown;
-  /** A connection error since the client was last ready: calls made now only wait for a reconnection. */
-  #failed = false;
 
   constructor(client: IORedisLike, onError: (error: unknown) => void) {
+    super(client, {
+      cluster: client.isCluster,
+      address: addressOf(client),
+      onError,
+      onConnectionError: (error) => {
+        // ioredis prints an error event nobody listens to; our listener must not silence that.
+        if (client.listenerCount('error') === 1) {
+          console.error('[ioredis] Unhandled error event:', error instanceof Error ? error.stack : error);
+        }
+      },
+    });
     this.#client = client;
-    this.cluster = client.isCluster;
-    this.address = addressOf(client);
-    this.#onError = onError;
-    const onConnectionError = (error: unknown) => {
-      this.#lastError = error;
-      this.#failed = true;
-      // ioredis prints an error event nobody listens to; our listener must not silence that.
-      if (client.listenerCount('error') === 1) {
-        console.error('[ioredis] Unhandled error event:', error instanceof Error ? error.stack : error);
-      }
-    };
-    const onReady = () => {
-      this.#failed = false;
-    };
-    client.on('error', onConnectionError as (...args: never[]) => void);
-    client.on('ready', onReady as (...args: never[]) => void);
-    this.dispose = () => {
-      client.off('error', onConnectionError as (...args: never[]) => void);
-      client.off('ready', onReady as (...args: never[]) => void);
-    };
   }
-
-  readonly dispose: () => void;
 
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return this.#client.evalsha(sha, keys.length, ...keys, ...args);
@@ -135,12 +118,7 @@ export class IORedisConnection implements RedisConnection {
   down(): Error | undefined {
     const status = this.#client.status;
     if (status === 'end') return new Error(`the ioredis client for ${this.address} was closed (quit or disconnect)`);
-    if (status === 'ready' || !this.#failed || !isRefusal(this.#lastError)) return undefined;
-    return new Error(`cannot reach ${this.address}: ${describeError(this.#lastError)}`, { cause: this.#lastError });
-  }
-
-  lastError(): unknown {
-    return this.#failed ? this.#lastError : undefined;
+    return status === 'ready' ? undefined : this.refusal();
   }
 
   openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber {
@@ -150,7 +128,7 @@ export class IORedisConnection implements RedisConnection {
       this.cluster && sharded
         ? this.#client.duplicate(undefined, { shardedSubscribers: true })
         : this.#client.duplicate();
-    sub.on('error', this.#onError);
+    sub.on('error', this.onError);
     sub.on(sharded ? 'smessage' : 'message', ((channel: string, message: string) => onMessage(channel, message)) as (
       ...args: never[]
     ) => void);

@@ -1,4 +1,4 @@
-import { describeError, isRefusal, type RedisConnection, type Subscriber } from './connection.js';
+import { ClientConnection, type RedisConnection, type Subscriber } from './connection.js';
 import { majorFromInfo } from './info.js';
 
 type Listener = (message: string, channel: string) => void;
@@ -75,47 +75,20 @@ function addressOf(client: NodeRedisLike): string {
   return `${String(o.socket?.host ?? 'localhost')}:${String(o.socket?.port ?? 6379)}`;
 }
 
-export class NodeRedisConnection implements RedisConnection {
+export class NodeRedisConnection extends ClientConnection implements RedisConnection {
   readonly kind = 'node-redis';
-  readonly cluster: boolean;
-  readonly address: string;
   readonly #client: NodeRedisLike;
-  readonly #onError: (error: unknown) => void;
-  #lastError: unknown;
-  #failed = false;
 
   constructor(client: NodeRedisLike, onError: (error: unknown) => void) {
-    this.#client = client;
-    this.cluster = isCluster(client);
-    this.address = addressOf(client);
-    this.#onError = onError;
     // node-redis requires its user to listen for 'error'; ours only remembers the last one.
-    const onConnectionError = (error: unknown) => {
-      this.#lastError = error;
-      this.#failed = true;
-    };
-    const onReady = () => {
-      this.#failed = false;
-    };
-    client.on('error', onConnectionError as (...args: never[]) => void);
-    client.on('ready', onReady as (...args: never[]) => void);
-    this.dispose = () => {
-      client.off('error', onConnectionError as (...args: never[]) => void);
-      client.off('ready', onReady as (...args: never[]) => void);
-    };
+    super(client, { cluster: isCluster(client), address: addressOf(client), onError });
+    this.#client = client;
   }
-
-  readonly dispose: () => void;
 
   down(): Error | undefined {
     const client = this.#client;
     if (!client.isOpen) return new Error(`the node-redis client for ${this.address} is not open (connect() it first)`);
-    if (client.isReady !== false || !this.#failed || !isRefusal(this.#lastError)) return undefined;
-    return new Error(`cannot reach ${this.address}: ${describeError(this.#lastError)}`, { cause: this.#lastError });
-  }
-
-  lastError(): unknown {
-    return this.#failed ? this.#lastError : undefined;
+    return client.isReady !== false ? undefined : this.refusal();
   }
 
   async infoOfMasters(section: string): Promise<string[]> {
@@ -184,7 +157,7 @@ export class NodeRedisConnection implements RedisConnection {
       };
     }
     const sub = client.duplicate();
-    sub.on('error', this.#onError);
+    sub.on('error', this.onError);
     let connected: Promise<unknown> | undefined;
     const ready = () => {
       connected ??= sub.connect().catch((error: unknown) => {
