@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Backend, type JobKeys, jobKeys, Leasehold, MemoryStore } from '../src/index.js';
+import { type Backend, jobKeys, Leasehold, MemoryStore } from '../src/index.js';
 import {
   type ContractBackend,
   ioredisBackend,
@@ -18,8 +18,9 @@ import { type RedisServer, randomPrefix, startRedis, waitFor } from './harness/i
  */
 
 /** ms left on a job's lease, read behind the scheduler's back; -2 when free. */
-async function pttl(client: Backend, keys: JobKeys): Promise<number> {
-  if (client instanceof MemoryStore) return (await client.inspect(keys)).pttl;
+async function pttl(client: Backend, prefix: string, name: string): Promise<number> {
+  if (client instanceof MemoryStore) return (await client.scope(prefix).inspect(name)).pttl;
+  const keys = jobKeys(prefix, name);
   const c = client as { pttl?: (key: string) => Promise<number>; pTTL?: (key: string) => Promise<number> };
   if (c.pTTL) return Number(await c.pTTL(keys.lock));
   if (c.pttl) return Number(await c.pttl(keys.lock));
@@ -62,7 +63,6 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
 
   it('lockAtLeastFor: a short run keeps the lock for the rest of it, then the lease ends by itself', async () => {
     const [a, b] = [await leasehold(), await leasehold()];
-    const keys = jobKeys(prefix, 'short');
     let runToken = 0;
     const first = await a.runOnce(
       'short',
@@ -73,7 +73,7 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
       { lockAtLeastFor: 600 },
     );
     expect(first).toEqual({ ran: true, value: 1 });
-    const left = await pttl(client, keys);
+    const left = await pttl(client, prefix, 'short');
     expect(left).toBeGreaterThan(0);
     expect(left).toBeLessThanOrEqual(600);
     expect(await b.runOnce('short', () => 2)).toEqual({ ran: false, reason: 'locked' });
@@ -137,8 +137,8 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
   it('the tick marker and the history outlive the lock key', async () => {
     const locks = await leasehold();
     await locks.runOnce('keep', () => undefined, { tick: 5_000 });
-    await backend.deleteKey(jobKeys(prefix, 'keep').lock);
-    expect(await pttl(client, jobKeys(prefix, 'keep'))).toBe(-2);
+    await backend.expire(prefix, 'keep');
+    expect(await pttl(client, prefix, 'keep')).toBe(-2);
     expect(await locks.runOnce('keep', () => undefined, { tick: 5_000 })).toEqual({
       ran: false,
       reason: 'already-ran',
@@ -151,7 +151,7 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
     const lost = await locks.runOnce(
       'taken',
       async (signal) => {
-        await backend.deleteKey(jobKeys(prefix, 'taken').lock);
+        await backend.expire(prefix, 'taken');
         await new Promise((resolve) => signal.addEventListener('abort', resolve));
         return (signal.reason as { reason: string }).reason;
       },
@@ -176,7 +176,7 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
     // close() abandons the lease without a word to the store, as a crash would.
     await doomed.close();
     await waitFor(async () => (await observer.jobHistory('vanish'))[0]?.outcome === 'abandoned', { timeout: 2_000 });
-    expect(await pttl(client, jobKeys(prefix, 'vanish'))).toBe(-2);
+    expect(await pttl(client, prefix, 'vanish')).toBe(-2);
   });
 
   it('scheduled: two instances on an interval, each tick once, fencing tokens in tick order', async () => {

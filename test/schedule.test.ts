@@ -5,7 +5,6 @@ import {
   assertLocked,
   DEFAULTS,
   ErrorCode,
-  type JobKeys,
   type JobRun,
   Leasehold,
   LockError,
@@ -47,11 +46,11 @@ function cluster(n: number, store = new MemoryStore()): Leasehold[] {
 /** A MemoryStore whose claims can be made to fail, for whenUnavailable and store errors. */
 class FlakyStore extends MemoryStore {
   mode: 'up' | 'down' | 'hang' | 'error' = 'up';
-  override claimTick(keys: JobKeys, request: ClaimRequest): Promise<ClaimReply> {
+  override claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
     if (this.mode === 'down') return Promise.reject(new RedisUnavailableError('memory: connection refused'));
     if (this.mode === 'hang') return new Promise(() => {});
     if (this.mode === 'error') return Promise.reject(new LockError(ErrorCode.STORE, 'WRONGTYPE'));
-    return super.claimTick(keys, request);
+    return super.claimTick(name, request);
   }
 }
 
