@@ -10,6 +10,12 @@ import { type RedisCluster, type RedisServer, startCluster, startRedis } from '.
  */
 export interface ContractBackend {
   readonly label: string;
+  /**
+   * How the backend's fencing tokens keep increasing across a lost counter: `clock` — never below
+   * the server's clock in µs (Redis, memory); `log` — a counter that survives restarts by
+   * construction (a PostgreSQL sequence, an etcd revision), so tokens may be small.
+   */
+  readonly tokens?: 'clock' | 'log';
   /** A fresh client (or the shared store) for one Leasehold instance. */
   client(): Promise<Backend>;
   /** End lock `name`'s lease of `prefix` at once, behind its holder's back, as an operator or a failover would. */
