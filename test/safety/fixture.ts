@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { afterEach } from 'vitest';
-import { type RedisServer, startProxy, type TcpProxy } from '../harness/index.js';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { type RedisServer, startProxy, startRedis, type TcpProxy } from '../harness/index.js';
 
 /** `defer(fn)`: run `fn` after the current test, newest first, whatever its outcome. */
 export function deferrals(): (fn: () => unknown) => void {
@@ -18,6 +18,37 @@ export function ioredis(port: number, options: RedisOptions = {}): Redis {
   const client = new Redis(port, '127.0.0.1', options);
   client.on('error', () => {});
   return client;
+}
+
+/** One redis-server for the tests of a describe block, and an admin client on it for raw reads. */
+export interface SuiteServer {
+  readonly server: RedisServer;
+  readonly admin: Redis;
+}
+
+/** Start a redis-server and its admin client before the block's tests; stop both after them. */
+export function suiteServer(): SuiteServer {
+  let started: SuiteServer | undefined;
+  beforeAll(async () => {
+    const server = await startRedis();
+    started = { server, admin: ioredis(server.port) };
+  });
+  afterAll(async () => {
+    started?.admin.disconnect();
+    await started?.server.stop();
+  });
+  const get = (): SuiteServer => {
+    if (!started) throw new Error('the suite’s redis-server is started in beforeAll: read it in a test');
+    return started;
+  };
+  return {
+    get server() {
+      return get().server;
+    },
+    get admin() {
+      return get().admin;
+    },
+  };
 }
 
 /** A TCP proxy in front of `server` with `latency` ms each way, and an ioredis client through it. */

@@ -1,16 +1,8 @@
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { jobKeys, Leasehold, lockKeys } from '../../src/index.js';
 import { SCRIPTS } from '../../src/store/redis/scripts.js';
-import {
-  counterToken,
-  type RedisServer,
-  randomPrefix,
-  startProxy,
-  startRedis,
-  type TcpProxy,
-} from '../harness/index.js';
-import { deferrals, ioredis } from './fixture.js';
+import { counterToken, randomPrefix, startProxy, type TcpProxy } from '../harness/index.js';
+import { deferrals, ioredis, suiteServer } from './fixture.js';
 
 /**
  * A command whose reply is lost runs again: ioredis re-sends in-flight commands after it
@@ -19,20 +11,11 @@ import { deferrals, ioredis } from './fixture.js';
  * so the re-sent command answers as the first one did.
  */
 describe('re-sent commands', () => {
-  let server: RedisServer;
-  let admin: Redis;
+  const redis = suiteServer();
   const defer = deferrals();
-  beforeAll(async () => {
-    server = await startRedis();
-    admin = ioredis(server.port);
-  });
-  afterAll(async () => {
-    admin.disconnect();
-    await server.stop();
-  });
 
   async function throughProxy(prefix: string): Promise<{ proxy: TcpProxy; locks: Leasehold }> {
-    const proxy = await startProxy({ host: server.host, port: server.port });
+    const proxy = await startProxy({ host: redis.server.host, port: redis.server.port });
     defer(() => proxy.close());
     const client = ioredis(proxy.port, { retryStrategy: () => 20 });
     defer(() => client.disconnect());
@@ -51,9 +34,9 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.acquire.fn);
     const lock = await locks.acquire('order:7', { wait: 2_000 });
     await cut;
-    expect(await admin.get(lockKeys(prefix, 'order:7').lock)).toBe(lock.owner);
-    expect(counterToken(await admin.get(lockKeys(prefix, 'order:7').fence))).toBe(lock.fencingToken);
-    expect(await admin.zcard(lockKeys(prefix, 'order:7').waiters)).toBe(0);
+    expect(await redis.admin.get(lockKeys(prefix, 'order:7').lock)).toBe(lock.owner);
+    expect(counterToken(await redis.admin.get(lockKeys(prefix, 'order:7').fence))).toBe(lock.fencingToken);
+    expect(await redis.admin.zcard(lockKeys(prefix, 'order:7').waiters)).toBe(0);
     expect(await lock.release()).toBe(true);
   });
 
@@ -64,7 +47,7 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.release.fn);
     expect(await lock.release()).toBe(true);
     await cut;
-    expect(await admin.exists(lockKeys(prefix, 'order:8').lock)).toBe(0);
+    expect(await redis.admin.exists(lockKeys(prefix, 'order:8').lock)).toBe(0);
   });
 
   it('extend: the re-sent command extends again', async () => {
@@ -74,7 +57,7 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.extend.fn);
     await lock.extend(20_000);
     await cut;
-    expect(await admin.pttl(lockKeys(prefix, 'order:9').lock)).toBeGreaterThan(15_000);
+    expect(await redis.admin.pttl(lockKeys(prefix, 'order:9').lock)).toBeGreaterThan(15_000);
     expect(await lock.release()).toBe(true);
   });
 
@@ -87,7 +70,7 @@ describe('re-sent commands', () => {
     await cut;
     const runs = await locks.jobHistory('nightly');
     expect(runs.map((r) => r.outcome)).toEqual(['ok']);
-    expect(await admin.get(jobKeys(prefix, 'nightly').tick)).toBe(String(tick));
+    expect(await redis.admin.get(jobKeys(prefix, 'nightly').tick)).toBe(String(tick));
   });
 
   it('finish-tick: the re-sent finish still answers released', async () => {

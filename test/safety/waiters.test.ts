@@ -1,11 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { now } from '../../src/core/clock.js';
 import { DEFAULTS, ErrorCode, Leasehold, type Lock, LockTimeoutError, lockKeys } from '../../src/index.js';
 import { Holder } from '../faults/child.js';
-import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
-import { deferrals, ioredis, slowPath } from './fixture.js';
+import { randomPrefix, waitFor } from '../harness/index.js';
+import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';
 
 /**
  * Waiters have liveness of their own. A waiter that died (kill -9), or whose leave was lost,
@@ -14,32 +13,23 @@ import { deferrals, ioredis, slowPath } from './fixture.js';
  * gives up (timeout, abort, close) leaves the queue before its caller hears why.
  */
 describe('dead and departing waiters', () => {
-  let server: RedisServer;
-  let admin: Redis;
+  const redis = suiteServer();
   const defer = deferrals();
-  beforeAll(async () => {
-    server = await startRedis();
-    admin = ioredis(server.port);
-  });
-  afterAll(async () => {
-    admin.disconnect();
-    await server.stop();
-  });
 
   function instance(prefix: string): Leasehold {
-    const client = ioredis(server.port);
+    const client = ioredis(redis.server.port);
     const locks = new Leasehold(client, { prefix });
     defer(() => client.disconnect());
     defer(() => locks.close());
     return locks;
   }
 
-  const queued = (prefix: string, name: string) => admin.zcard(lockKeys(prefix, name).waiters);
+  const queued = (prefix: string, name: string) => redis.admin.zcard(lockKeys(prefix, name).waiters);
 
   /** A waiter in a process of its own, killed with kill -9 once it is queued. */
   async function deadWaiter(prefix: string, name: string): Promise<void> {
     const before = await queued(prefix, name);
-    const doomed = await Holder.start(server.url, prefix);
+    const doomed = await Holder.start(redis.server.url, prefix);
     defer(() => doomed.kill9());
     doomed.send({ cmd: 'wait', name, ttl: 10_000, wait: 60_000 });
     expect((await doomed.next()).event).toBe('waiting');
@@ -97,12 +87,12 @@ describe('dead and departing waiters', () => {
     const held = await a.acquire('q', { ttl: 30_000 });
     for (let i = 0; i < 3; i++) await deadWaiter(prefix, 'q');
     expect(await queued(prefix, 'q')).toBe(3);
-    const pttl = await admin.pttl(lockKeys(prefix, 'q').waiters);
+    const pttl = await redis.admin.pttl(lockKeys(prefix, 'q').waiters);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(DEFAULTS.waiterLease);
     await sleep(DEFAULTS.waiterLease + 200);
     // Nobody renews the queue: its keys are gone.
-    expect(await admin.exists(lockKeys(prefix, 'q').waiters, lockKeys(prefix, 'q').alive)).toBe(0);
+    expect(await redis.admin.exists(lockKeys(prefix, 'q').waiters, lockKeys(prefix, 'q').alive)).toBe(0);
     const b = instance(prefix);
     const live = b.acquire('q', { ttl: 30_000, wait: 20_000 });
     await waitFor(async () => (await queued(prefix, 'q')) === 1);
@@ -118,7 +108,7 @@ describe('dead and departing waiters', () => {
     const holder = instance(prefix);
     const held = await holder.acquire('t', { ttl: 30_000 });
     // The waiter's own round trips are slow, so a leave sent in the background would still be on its way.
-    const { proxy, client } = await slowPath(server, 40);
+    const { proxy, client } = await slowPath(redis.server, 40);
     defer(() => proxy.close());
     defer(() => client.disconnect());
     const waiter = new Leasehold(client, { prefix });
@@ -133,7 +123,7 @@ describe('dead and departing waiters', () => {
   it('an aborted wait has left the queue when the abort reason arrives', async () => {
     const prefix = randomPrefix();
     const held = await instance(prefix).acquire('t', { ttl: 30_000 });
-    const { proxy, client } = await slowPath(server, 40);
+    const { proxy, client } = await slowPath(redis.server, 40);
     defer(() => proxy.close());
     defer(() => client.disconnect());
     const waiter = new Leasehold(client, { prefix });
@@ -150,7 +140,7 @@ describe('dead and departing waiters', () => {
   it('close() rejects every parked acquire with CLOSED at once and resolves after they left the queue', async () => {
     const prefix = randomPrefix();
     const held = await instance(prefix).acquire('c', { ttl: 30_000 });
-    const client = ioredis(server.port);
+    const client = ioredis(redis.server.port);
     const locks = new Leasehold(client, { prefix });
     const parked = [1, 2, 3].map(() => locks.acquire('c', { wait: 30_000 }).catch((e: unknown) => e));
     await waitFor(async () => (await queued(prefix, 'c')) === 3);
@@ -173,7 +163,7 @@ describe('dead and departing waiters', () => {
     await waitFor(async () => (await queued(prefix, 'e')) === 1);
     await sleep(300);
     // The lease ends behind everyone's back (as an expiry the waiter's timer does not know of).
-    await admin.del(lockKeys(prefix, 'e').lock);
+    await redis.admin.del(lockKeys(prefix, 'e').lock);
     const started = now();
     expect(await held.release()).toBe(false);
     const lock = await next;
@@ -183,24 +173,15 @@ describe('dead and departing waiters', () => {
 });
 
 describe('a release subscription that fails', () => {
-  let server: RedisServer;
-  let admin: Redis;
+  const redis = suiteServer();
   const defer = deferrals();
-  beforeAll(async () => {
-    server = await startRedis();
-    admin = ioredis(server.port);
-  });
-  afterAll(async () => {
-    admin.disconnect();
-    await server.stop();
-  });
 
   it('is retried while the lock has waiters; meanwhile waiters still take turns', async () => {
     const prefix = randomPrefix();
     // A user that may run everything but SUBSCRIBE, until it is allowed.
-    await admin.call('ACL', 'SETUSER', 'worker', 'on', 'nopass', '~*', '&*', '+@all', '-subscribe');
+    await redis.admin.call('ACL', 'SETUSER', 'worker', 'on', 'nopass', '~*', '&*', '+@all', '-subscribe');
     const workers = [0, 1, 2].map(() => {
-      const client = ioredis(server.port, { username: 'worker' });
+      const client = ioredis(redis.server.port, { username: 'worker' });
       const locks = new Leasehold(client, { prefix });
       defer(() => client.disconnect());
       defer(() => locks.close());
@@ -221,9 +202,9 @@ describe('a release subscription that fails', () => {
     await sleep(2_000);
     const unsubscribed = [...counts];
     expect(errors.some((e) => /NOPERM/.test(String(e)))).toBe(true);
-    await admin.call('ACL', 'SETUSER', 'worker', '+subscribe');
+    await redis.admin.call('ACL', 'SETUSER', 'worker', '+subscribe');
     const channel = lockKeys(prefix, 'shared').channel;
-    await waitFor(async () => Number(((await admin.call('PUBSUB', 'NUMSUB', channel)) as unknown[])[1]) >= 1, {
+    await waitFor(async () => Number(((await redis.admin.call('PUBSUB', 'NUMSUB', channel)) as unknown[])[1]) >= 1, {
       timeout: 8_000,
       message: 'the subscription was never retried',
     });
