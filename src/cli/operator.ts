@@ -29,6 +29,8 @@ export interface Operator {
   scanLocks(match: string, count: number): AsyncIterable<string>;
   /** Servers the last scan read: 1, or the cluster's masters. */
   readonly scanned: number;
+  /** The Redis key of lock `name`, shown to an operator who reaches for redis-cli. */
+  keyOf(name: string): string;
   /** Settle with `promise`, or fail with RedisUnavailableError after `commandTimeout`. */
   bounded<T>(promise: Promise<T>, action: string): Promise<T>;
   /** Calls `listener` once if the connection to Redis ends before `close()`. Returns a remover. */
@@ -199,6 +201,9 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
         }
       }
     },
+    // The ports say nothing of keys, so this one line mirrors src/store/redis/keys.ts (the lease
+    // key: the name as the hash tag under the prefix); nothing else in the CLI knows the layout.
+    keyOf: (name) => `${prefix}:{${name}}`,
     bounded: (promise, action) => bounded(store, promise, action, ms),
     onLost: (listener) => {
       const onEnd = () => {

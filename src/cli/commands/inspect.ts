@@ -1,4 +1,3 @@
-import { lockKeys } from '../../store/redis/keys.js';
 import { type OperatorCommand, operand } from '../command.js';
 import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
 
@@ -22,15 +21,15 @@ node's URL) the lock is read on the master that serves its slot.
   operands: ['name'],
   async run(op, args) {
     const name = operand(args, 0);
-    const keys = lockKeys(op.prefix, name);
+    const key = op.keyOf(name);
     const [state, queue] = await Promise.all([
-      op.bounded(op.store.inspect(keys), 'inspect'),
-      op.bounded(op.store.queued(keys, args.flag('json') ? WAITERS_JSON : WAITERS_SHOWN), 'queued'),
+      op.bounded(op.lease.inspect(name), 'inspect'),
+      op.bounded(op.admin.queued(name, args.flag('json') ? WAITERS_JSON : WAITERS_SHOWN), 'queued'),
     ]);
     if (args.flag('json')) {
       printJson({
         name,
-        key: keys.lock,
+        key,
         held: state.owner !== null,
         owner: state.owner,
         ttl: state.owner === null || state.pttl < 0 ? null : state.pttl,
@@ -49,7 +48,7 @@ node's URL) the lock is read on the master that serves its slot.
         : `${queue.count} queued${queue.count > queue.first.length ? `, first ${queue.first.length}` : ''}: ${shown}`;
     process.stdout.write(
       table([
-        ['lock', `${name} (${keys.lock})`],
+        ['lock', `${name} (${key})`],
         ['holder', state.owner === null ? 'none: the lock is free' : `${shortToken(state.owner)} (owner token)`],
         ...(state.owner === null
           ? []

@@ -1,5 +1,4 @@
 import { DEFAULTS } from '../../core/defaults.js';
-import { lockKeys } from '../../store/redis/keys.js';
 import { type OperatorCommand, operand, UsageError } from '../command.js';
 import { msLeft, shortToken } from '../format.js';
 import { clockTime } from '../style.js';
@@ -78,7 +77,6 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
   },
   async run(op, args) {
     const name = operand(args, 0);
-    const keys = lockKeys(op.prefix, name);
     const json = args.flag('json');
     const every = interval(args);
     const print = (e: WatchEvent) => {
@@ -98,17 +96,17 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
     const offLost = op.onLost((error) => failed(error));
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const unsubscribe = await op.bounded(
-        op.store.subscribe(keys.channel, (message) => {
-          const [woken, next] = message.split(' ');
-          if (woken) print({ event: 'handed-on', woken, next: next || null });
+      // A hand-off announced to nobody in particular (nobody queued) is seen as a release instead.
+      const unwatch = await op.bounded(
+        op.lease.watch(name, ({ woken, next }) => {
+          if (woken !== null) print({ event: 'handed-on', woken, next: next[0] ?? null });
         }),
-        'subscribe',
+        'watch',
       );
       // The holder seen last; its release is heard on the channel, its expiry only by reading.
       let holder: string | null = null;
       const look = async () => {
-        const state = await op.bounded(op.store.inspect(keys), 'inspect');
+        const state = await op.bounded(op.lease.inspect(name), 'inspect');
         if (holder !== null && state.owner !== holder) {
           // The counter names the owner that released its grant; a holder not named let it expire.
           print({ event: state.releasedBy === holder ? 'released' : 'expired', owner: holder });
@@ -136,11 +134,11 @@ ended within one interval is not seen. Exit status 1 if the connection to Redis 
       });
       polling.catch(() => undefined);
       // On stderr, so that stdout carries only events (for a pipe); it also says the watch is live.
-      process.stderr.write(`watching "${name}" on ${keys.channel} (Ctrl-C to stop)\n`);
+      process.stderr.write(`watching "${name}" under prefix '${op.prefix}' (Ctrl-C to stop)\n`);
       try {
         await Promise.race([stop.promise, lost, polling]);
       } finally {
-        unsubscribe();
+        unwatch();
       }
       return 0;
     } finally {
