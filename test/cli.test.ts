@@ -6,6 +6,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { colourWanted } from '../src/cli/style.js';
 import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
+import type { HandOff } from '../src/store/port.js';
 import {
   counterToken,
   freePort,
@@ -27,9 +28,18 @@ interface Result {
   stderr: string;
 }
 
-function cli(args: readonly string[], timeout = 10_000): Promise<Result> {
+/** The environment of this process without its colour variables, then `env`. */
+function colourEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base = { ...process.env };
+  delete base.FORCE_COLOR;
+  delete base.NO_COLOR;
+  return { ...base, ...env };
+}
+
+/** The built CLI run to its end, in this process's environment or `env`. */
+function cli(args: readonly string[], env: NodeJS.ProcessEnv = process.env, timeout = 10_000): Promise<Result> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (text: string) => {
@@ -48,6 +58,26 @@ function cli(args: readonly string[], timeout = 10_000): Promise<Result> {
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/**
+ * `leasehold watch <args>` running while `body` runs, given the lines it prints on stdout (its
+ * events) and its first line on stderr (which says the watch is live); then Ctrl-C, which exits 0.
+ */
+async function watching(args: readonly string[], body: (seen: string[], ready: string) => Promise<void>) {
+  const child = spawn(process.execPath, [CLI, 'watch', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
+  try {
+    const ready = await new Promise<string>((resolve) =>
+      createInterface({ input: child.stderr }).once('line', resolve),
+    );
+    const seen: string[] = [];
+    createInterface({ input: child.stdout }).on('line', (l) => seen.push(l));
+    await body(seen, ready);
+  } finally {
+    child.kill('SIGTERM');
+  }
+  expect(await exited).toBe(0);
 }
 
 async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
@@ -284,19 +314,7 @@ describe('leasehold CLI against a real Redis', () => {
   it.concurrent('watch prints each acquisition, release and expiry, with a timestamp', async () => {
     const prefix = randomPrefix();
     const locks = instance(prefix, 'pod-watch');
-    const child = spawn(
-      process.execPath,
-      [CLI, 'watch', 'feed', '--redis', server.url, '--prefix', prefix, '--interval', '20'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-    try {
-      // stderr says when the watch is live; stdout carries only the events.
-      const ready = createInterface({ input: child.stderr });
-      await new Promise<void>((resolve) => ready.once('line', () => resolve()));
-      const seen: string[] = [];
-      const lines = createInterface({ input: child.stdout });
-      lines.on('line', (l) => seen.push(l));
+    await watching(['feed', '--redis', server.url, '--prefix', prefix, '--interval', '20'], async (seen) => {
       const held = await locks.acquire('feed', { ttl: 10_000 });
       await waitFor(() => seen.length === 1, { message: 'the acquisition was seen' });
       await held.release();
@@ -312,10 +330,7 @@ describe('leasehold CLI against a real Redis', () => {
       expect(seen[1]).toMatch(new RegExp(`^${time} {2}feed {2}released by ${held.owner.slice(0, 8)}…$`));
       expect(seen[2]).toMatch(/acquired by/);
       expect(seen[3]).toMatch(/feed {2}expired: the lease of .+ ran out without a release$/);
-    } finally {
-      child.kill('SIGTERM');
-    }
-    expect(await exited).toBe(0);
+    });
   });
 
   it.concurrent('an unreachable or frozen Redis exits 1 with a clear message, without hanging', async () => {
@@ -379,14 +394,18 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
     return server;
   }
 
+  /** The first name `<stem>:<i>` whose slot lives on another master than `entry`. */
+  async function nameOffNode(prefix: string, stem: string, entry: RedisServer): Promise<string> {
+    for (let i = 0; ; i++) {
+      if ((await masterOf(lockKeys(prefix, `${stem}:${i}`).lock)) !== entry.port) return `${stem}:${i}`;
+    }
+  }
+
   it.concurrent('inspect and release --force follow the slot to the master that holds the lock', async () => {
     const prefix = randomPrefix();
     const entry = node(0);
     // A lock whose slot lives on another master than the node the URL names.
-    let name = '';
-    for (let i = 0; name === ''; i++) {
-      if ((await masterOf(lockKeys(prefix, `order:${i}`).lock)) !== entry.port) name = `order:${i}`;
-    }
+    const name = await nameOffNode(prefix, 'order', entry);
     const keys = lockKeys(prefix, name);
     const lock = await instance(prefix, 'pod-far').acquire(name, { ttl: 30_000 });
     // The node the URL names does not have the key: a client of that node alone is redirected.
@@ -417,29 +436,10 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
   it.concurrent('watch hears a lock on another master: its acquisition, hand-off and release', async () => {
     const prefix = randomPrefix();
     const entry = node(0);
-    let name = '';
-    for (let i = 0; name === ''; i++) {
-      if ((await masterOf(lockKeys(prefix, `feed:${i}`).lock)) !== entry.port) name = `feed:${i}`;
-    }
+    const name = await nameOffNode(prefix, 'feed', entry);
     const locks = instance(prefix, 'pod-feed');
-    const child = spawn(
-      process.execPath,
-      [CLI, 'watch', name, '--redis', entry.url, '--prefix', prefix, '--interval', '20'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once('close', resolve));
-    let stderr = '';
-    try {
-      const ready = createInterface({ input: child.stderr });
-      await new Promise<void>((resolve) =>
-        ready.on('line', (l) => {
-          stderr += `${l}\n`;
-          resolve();
-        }),
-      );
-      expect(stderr).toContain(`watching "${name}"`);
-      const seen: string[] = [];
-      createInterface({ input: child.stdout }).on('line', (l) => seen.push(l));
+    await watching([name, '--redis', entry.url, '--prefix', prefix, '--interval', '20'], async (seen, ready) => {
+      expect(ready).toContain(`watching "${name}"`);
       const held = await locks.acquire(name, { ttl: 10_000 });
       await waitFor(() => seen.length === 1, { message: 'the acquisition was seen' });
       const next = instance(prefix, 'pod-next').acquire(name, { wait: 10_000 });
@@ -454,10 +454,7 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
       );
       expect(seen.join('\n')).toContain(`acquired by ${second.owner.slice(0, 8)}… (pod-next)`);
       await second.release();
-    } finally {
-      child.kill('SIGTERM');
-    }
-    expect(await exited).toBe(0);
+    });
   });
 
   it.concurrent('list scans every master, whichever node the URL names', async () => {
@@ -497,7 +494,7 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
 });
 
 describe('operator methods on the MemoryStore', () => {
-  const handOn = { reservation: DEFAULTS.reservation, announce: false, markerTtl: 1_000 };
+  const handOn = { reservation: DEFAULTS.reservation, announce: false };
   const take = (owner: string, queue?: 'join' | 'member', ttl = 30_000) => ({
     owner,
     ttl,
@@ -518,30 +515,29 @@ describe('operator methods on the MemoryStore', () => {
   });
 
   it('forceRelease deletes whoever holds it, hands it to the first waiter, and keeps the fence', async () => {
-    const store = new MemoryStore();
-    const keys = lockKeys('p', 'job');
-    expect(await store.forceRelease(keys, handOn)).toEqual({ result: 'not-held' });
-    const first = await store.acquire(keys, take('holder'));
+    const store = new MemoryStore().scope('p');
+    expect(await store.forceRelease('job', handOn)).toEqual({ result: 'not-held' });
+    const first = await store.acquire('job', take('holder'));
     if (!first.acquired) throw new Error('not acquired');
-    expect(await store.acquire(keys, take('waiter-1', 'join'))).toMatchObject({ acquired: false });
-    expect(await store.acquire(keys, take('waiter-2', 'join'))).toMatchObject({ acquired: false });
-    expect(await store.queued(keys, 1)).toEqual({ count: 2, first: ['waiter-1'], reserved: null });
+    expect(await store.acquire('job', take('waiter-1', 'join'))).toMatchObject({ acquired: false });
+    expect(await store.acquire('job', take('waiter-2', 'join'))).toMatchObject({ acquired: false });
+    expect(await store.queued('job', 1)).toEqual({ count: 2, first: ['waiter-1'], reserved: null });
 
-    const messages: string[] = [];
-    const unsubscribe = await store.subscribe(keys.channel, (m) => messages.push(m));
-    expect(await store.forceRelease(keys, handOn)).toMatchObject({
+    const handOffs: HandOff[] = [];
+    const unwatch = await store.watch('job', (h) => handOffs.push(h));
+    expect(await store.forceRelease('job', handOn)).toMatchObject({
       result: 'released',
       owner: 'holder',
       holder: { token: first.fence, instance: 'test' },
       woken: 'waiter-1',
     });
-    await waitFor(() => messages.length === 1);
+    await waitFor(() => handOffs.length === 1);
     // The waiter woken, then the one next in line.
-    expect(messages).toEqual(['waiter-1 waiter-2']);
-    const queue = await store.queued(keys, 5);
+    expect(handOffs).toEqual([{ woken: 'waiter-1', next: ['waiter-2'] }]);
+    const queue = await store.queued('job', 5);
     expect(queue).toMatchObject({ count: 1, first: ['waiter-2'], reserved: { owner: 'waiter-1' } });
     expect(queue.reserved?.pttl).toBeLessThanOrEqual(DEFAULTS.reservation);
-    expect(await store.inspect(keys)).toEqual({
+    expect(await store.inspect('job')).toEqual({
       owner: null,
       pttl: -2,
       fence: first.fence,
@@ -550,36 +546,36 @@ describe('operator methods on the MemoryStore', () => {
     });
 
     // The reservation keeps others out; the woken waiter gets the next token.
-    expect(await store.acquire(keys, take('barger'))).toMatchObject({ acquired: false });
-    const second = await store.acquire(keys, take('waiter-1', 'join'));
+    expect(await store.acquire('job', take('barger'))).toMatchObject({ acquired: false });
+    const second = await store.acquire('job', take('waiter-1', 'join'));
     if (!second.acquired) throw new Error('not acquired');
     expect(second.fence).toBeGreaterThan(first.fence);
-    expect(await store.forceRelease(keys, handOn)).toMatchObject({ owner: 'waiter-1', woken: 'waiter-2' });
-    const third = await store.acquire(keys, take('waiter-2', 'join'));
+    expect(await store.forceRelease('job', handOn)).toMatchObject({ owner: 'waiter-1', woken: 'waiter-2' });
+    const third = await store.acquire('job', take('waiter-2', 'join'));
     if (!third.acquired) throw new Error('not acquired');
     expect(third.fence).toBeGreaterThan(second.fence);
-    expect(await store.forceRelease(keys, handOn)).toMatchObject({ owner: 'waiter-2', woken: null });
-    expect(await store.queued(keys, 5)).toEqual({ count: 0, first: [], reserved: null });
-    unsubscribe();
+    expect(await store.forceRelease('job', handOn)).toMatchObject({ owner: 'waiter-2', woken: null });
+    expect(await store.queued('job', 5)).toEqual({ count: 0, first: [], reserved: null });
+    unwatch();
     await store.close();
   });
 
   it('scanLocks lists held locks of one prefix matching a glob, and nothing else', async () => {
-    const store = new MemoryStore();
+    const shared = new MemoryStore();
+    const store = shared.scope('p');
+    const other = shared.scope('q');
     for (const name of ['a:1', 'a:2', 'ab', 'b:1', 'x*y', '[lit]']) {
-      await store.acquire(lockKeys('p', name), take('o'));
+      await store.acquire(name, take('o'));
     }
-    await store.acquire(lockKeys('q', 'a:9'), take('o'));
-    await store.acquire(lockKeys('p', 'a:short'), take('o', undefined, 1));
-    const gone = lockKeys('p', 'a:gone');
-    await store.acquire(gone, take('o'));
-    await store.release(gone, 'o', handOn);
-    const job = jobKeys('p', 'a:job');
-    const claim = await store.claimTick(job, claimOf(1));
+    await other.acquire('a:9', take('o'));
+    await store.acquire('a:short', take('o', undefined, 1));
+    await store.acquire('a:gone', take('o'));
+    await store.release('a:gone', 'o', handOn);
+    const claim = await store.claimTick('a:job', claimOf(1));
     expect(claim.claimed).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 5));
 
-    const names = async (match: string) => (await collect(store.scanLocks('p', match, 10))).sort();
+    const names = async (match: string) => (await collect(store.scanLocks(match, 10))).sort();
     expect(await names('*')).toEqual(['[lit]', 'a:1', 'a:2', 'a:job', 'ab', 'b:1', 'x*y']);
     expect(await names('a:*')).toEqual(['a:1', 'a:2', 'a:job']);
     expect(await names('a?')).toEqual(['ab']);
@@ -589,50 +585,22 @@ describe('operator methods on the MemoryStore', () => {
     expect(await names('x\\*y')).toEqual(['x*y']);
     expect(await names('\\[lit\\]')).toEqual(['[lit]']);
     expect(await names('a:')).toEqual([]);
-    expect(await collect(store.scanLocks('q', '*', 10))).toEqual(['a:9']);
-    await store.close();
+    expect(await collect(other.scanLocks('*', 10))).toEqual(['a:9']);
+    await shared.close();
   });
 });
 
 describe('CLI conventions: --version, usage on wrong use, colour', () => {
   /** The built CLI with `env` in place of the colour variables of this environment. */
   function cliWith(args: readonly string[], env: Record<string, string> = {}): Promise<Result> {
-    const base = { ...process.env };
-    delete base.FORCE_COLOR;
-    delete base.NO_COLOR;
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [CLI, ...args], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...base, ...env },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (text: string) => {
-        stdout += text;
-      });
-      child.stderr.setEncoding('utf8').on('data', (text: string) => {
-        stderr += text;
-      });
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(new Error(`leasehold ${args.join(' ')} did not exit within 10 s`));
-      }, 10_000);
-      child.once('error', reject);
-      child.once('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr });
-      });
-    });
+    return cli(args, colourEnv(env));
   }
 
   /** The first line the demo prints (its bold title), then the demo is stopped. */
   async function demoTitle(env: Record<string, string>): Promise<string> {
-    const base = { ...process.env };
-    delete base.FORCE_COLOR;
-    delete base.NO_COLOR;
     const child = spawn(process.execPath, [CLI, 'demo', '--ticks', '6'], {
       stdio: ['ignore', 'pipe', 'ignore'],
-      env: { ...base, ...env },
+      env: colourEnv(env),
     });
     const exited = new Promise((resolve) => child.once('close', resolve));
     try {
