@@ -1,26 +1,6 @@
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
-import type {
-  AcquireReply,
-  AcquireRequest,
-  AdminStore,
-  ClaimReply,
-  ClaimRequest,
-  ConfigStore,
-  ExtendReply,
-  FenceStore,
-  FinishReply,
-  FinishRequest,
-  ForceReleaseReply,
-  HandOff,
-  HandOn,
-  JobState,
-  JobStore,
-  LockState,
-  QueueState,
-  ReleaseReply,
-  Store,
-} from '../port.js';
+import type * as Port from '../port.js';
 import { STORE } from '../port.js';
 import {
   describeError,
@@ -73,7 +53,7 @@ export interface RedisStoreOptions {
  * The ports on Redis, for one prefix: every method is one script (see scripts.ts, where each is
  * declared with its keys, arguments and reply), run through one runner.
  */
-export class RedisStore implements Store, FenceStore, JobStore, AdminStore, ConfigStore {
+export class RedisStore implements Port.Store, Port.FenceStore, Port.JobStore, Port.AdminStore, Port.ConfigStore {
   readonly [STORE] = true;
   readonly kind: string;
   readonly #prefix: string;
@@ -84,7 +64,7 @@ export class RedisStore implements Store, FenceStore, JobStore, AdminStore, Conf
   #publish: string | undefined;
   #publishing: Promise<string> | undefined;
   #subscriber: Subscriber | undefined;
-  #hub: ChannelHub<HandOff> | undefined;
+  #hub: ChannelHub<Port.HandOff> | undefined;
 
   constructor(connection: RedisConnection, { prefix, onError = () => {} }: RedisStoreOptions) {
     this.#connection = connection;
@@ -141,19 +121,19 @@ export class RedisStore implements Store, FenceStore, JobStore, AdminStore, Conf
     });
   }
 
-  acquire(name: string, request: AcquireRequest): Promise<AcquireReply> {
+  acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply> {
     return this.#call(SCRIPTS.acquire, name, request);
   }
 
-  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+  release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
     return this.#call(SCRIPTS.release, name, { owner, handOn });
   }
 
-  leave(name: string, owner: string, handOn: HandOn): Promise<void> {
+  leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
     return this.#call(SCRIPTS.leave, name, { owner, handOn });
   }
 
-  extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
+  extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
     return this.#call(SCRIPTS.extend, name, { owner, ttl });
   }
 
@@ -161,27 +141,27 @@ export class RedisStore implements Store, FenceStore, JobStore, AdminStore, Conf
     return this.#call(SCRIPTS.raiseFence, name, { fence, retention });
   }
 
-  inspect(name: string): Promise<LockState> {
+  inspect(name: string): Promise<Port.LockState> {
     return this.#call(SCRIPTS.inspect, name, undefined);
   }
 
-  claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
+  claimTick(name: string, request: Port.ClaimRequest): Promise<Port.ClaimReply> {
     return this.#call(SCRIPTS.claimTick, name, request);
   }
 
-  finishTick(name: string, request: FinishRequest): Promise<FinishReply> {
+  finishTick(name: string, request: Port.FinishRequest): Promise<Port.FinishReply> {
     return this.#call(SCRIPTS.finishTick, name, request);
   }
 
-  readJob(name: string, limit: number): Promise<JobState> {
+  readJob(name: string, limit: number): Promise<Port.JobState> {
     return this.#call(SCRIPTS.readJob, name, limit);
   }
 
-  forceRelease(name: string, handOn: HandOn): Promise<ForceReleaseReply> {
+  forceRelease(name: string, handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
     return this.#call(SCRIPTS.forceRelease, name, handOn);
   }
 
-  queued(name: string, limit: number): Promise<QueueState> {
+  queued(name: string, limit: number): Promise<Port.QueueState> {
     return this.#call(SCRIPTS.queued, name, limit);
   }
 
@@ -218,13 +198,13 @@ export class RedisStore implements Store, FenceStore, JobStore, AdminStore, Conf
     return infos.map((info) => infoField(info, 'maxmemory_policy') ?? null);
   }
 
-  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+  async watch(name: string, onHandOff: (handOff: Port.HandOff) => void): Promise<() => void> {
     const hub = this.#hub ?? (await this.#openHub());
     return hub.subscribe(lockKeys(this.#prefix, name).channel, onHandOff);
   }
 
   /** The subscriber connection and its hub, opened on the first watch (once for concurrent ones). */
-  async #openHub(): Promise<ChannelHub<HandOff>> {
+  async #openHub(): Promise<ChannelHub<Port.HandOff>> {
     const sharded = (await this.#publishCommand()) === 'SPUBLISH';
     if (this.#hub) return this.#hub;
     // Each message is decoded once, however many waiters of this instance hear it.
@@ -234,7 +214,7 @@ export class RedisStore implements Store, FenceStore, JobStore, AdminStore, Conf
     this.#subscriber = subscriber;
     // The subscriber connection lives only while someone waits: an idle one would keep the
     // process alive after the caller closed its own client.
-    const hub: ChannelHub<HandOff> = new ChannelHub<HandOff>(
+    const hub: ChannelHub<Port.HandOff> = new ChannelHub<Port.HandOff>(
       {
         subscribe: (ch) =>
           subscriber.subscribe(ch).catch((e: unknown) => Promise.reject(storeError(this.#connection, 'SUBSCRIBE', e))),

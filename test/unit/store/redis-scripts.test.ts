@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
 import { DEFAULTS, ErrorCode, Leasehold, type Lock, LockError } from '../../../src/index.js';
 import type { HandOn } from '../../../src/store/port.js';
@@ -8,8 +8,8 @@ import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/io
 import { jobKeys, lockKeys } from '../../../src/store/redis/keys.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
 import { SCRIPTS, type ScriptCall } from '../../../src/store/redis/scripts.js';
-import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
-import { ioredis } from '../../safety/fixture.js';
+import { randomPrefix, waitFor } from '../../harness/index.js';
+import { ioredis, suiteServer } from '../../safety/fixture.js';
 
 /**
  * Each Lua script's header is its contract: KEYS, ARGV and every return code. These tests hold the
@@ -209,16 +209,10 @@ function recording(connection: RedisConnection): { connection: RedisConnection; 
 const codeOf = (reply: unknown) => Number(Array.isArray(reply) ? reply[0] : reply);
 
 describe('on a real redis-server', () => {
-  let server: RedisServer;
-  beforeAll(async () => {
-    server = await startRedis();
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const redis = suiteServer();
 
   it('every documented code of every script is produced, decodes, and no other code comes back', async () => {
-    const client = ioredis(server.port);
+    const client = ioredis(redis.server.port);
     const { connection, replies } = recording(new IORedisConnection(client as unknown as IORedisLike, () => {}));
     const store = new RedisStore(connection, { prefix: randomPrefix() });
     try {
@@ -302,9 +296,8 @@ describe('on a real redis-server', () => {
 
   it('a job lock ended by finish-tick is handed on to a queued mutex waiter of the same name, as a release hands it on', async () => {
     const prefix = randomPrefix();
-    const admin = ioredis(server.port);
-    const listener = ioredis(server.port);
-    const clients = [ioredis(server.port), ioredis(server.port)];
+    const listener = ioredis(redis.server.port);
+    const clients = [ioredis(redis.server.port), ioredis(redis.server.port)];
     const [jobs, mutex] = clients.map((client) => new Leasehold(client, { prefix })) as [Leasehold, Leasehold];
     const published: string[] = [];
     try {
@@ -314,7 +307,7 @@ describe('on a real redis-server', () => {
       let waiting: Promise<Lock> | undefined;
       const result = await jobs.runOnce('nightly', async () => {
         waiting = mutex.acquire('nightly', { ttl: 10_000, wait: 10_000 });
-        await waitFor(async () => (await admin.zcard(jobKeys(prefix, 'nightly').waiters)) === 1, {
+        await waitFor(async () => (await redis.admin.zcard(jobKeys(prefix, 'nightly').waiters)) === 1, {
           message: 'the mutex waiter queued on the job’s lock',
         });
         // Let the waiter park: its fallback timer is the job's remaining lease, capped at maxPark.
@@ -332,7 +325,7 @@ describe('on a real redis-server', () => {
       expect(await lock.release()).toBe(true);
     } finally {
       await Promise.all([jobs.close(), mutex.close()]);
-      for (const client of [admin, listener, ...clients]) client.disconnect();
+      for (const client of [listener, ...clients]) client.disconnect();
     }
   });
 });

@@ -1,6 +1,7 @@
 -- acquire: take the lock if it is free (or reserved for this caller), and issue the next fencing
--- token, in one step. Idempotent per owner token: a command re-sent after its reply was lost finds
--- the lock already its own and gets the same grant back.
+-- token, in one step (take, lib/lease.lua: the step claim-tick takes a job's lock with too); when
+-- refused, queue a caller that will wait. Idempotent per owner token: a command re-sent after its
+-- reply was lost finds the lock already its own and gets the same grant back.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key        (value: see lib/lease.lua; PX: the ttl, or a reservation's)
