@@ -231,11 +231,10 @@ export async function demo(options: DemoOptions): Promise<number> {
     failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
   }
   if (redis) {
-    // Leave no lease behind on a real Redis (the fencing counter expires by its retention).
+    // Leave nothing behind on a real Redis but the fencing counter, which expires by its retention.
     const handOn = { reservation: DEFAULTS.reservation, announce: false };
-    await bounded(store, admin.forceRelease(plan.job, handOn), 'force-release', DEFAULTS.commandTimeout).catch(
-      () => undefined,
-    );
+    const leave = Promise.all([admin.forceRelease(plan.job, handOn), jobs.forgetJob(plan.job)]);
+    await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
   }
   if (owned) await store.close();
   await redis?.close();

@@ -67,6 +67,9 @@ export class LatentStore implements Store, JobStore {
   readJob(name: string, limit: number): Promise<JobState> {
     return this.#later(() => this.#jobs.readJob(name, limit));
   }
+  forgetJob(name: string): Promise<void> {
+    return this.#later(() => this.#jobs.forgetJob(name));
+  }
   /** Hand-offs are heard as the store behind delivers them: only calls are delayed. */
   watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
     return this.#lease.watch(name, onHandOff);

@@ -201,9 +201,7 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
         }
       }
     },
-    // The ports say nothing of keys, so this one line mirrors src/store/redis/keys.ts (the lease
-    // key: the name as the hash tag under the prefix); nothing else in the CLI knows the layout.
-    keyOf: (name) => `${prefix}:{${name}}`,
+    keyOf: (name) => store.locate?.(name) ?? name,
     bounded: (promise, action) => bounded(store, promise, action, ms),
     onLost: (listener) => {
       const onEnd = () => {

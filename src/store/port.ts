@@ -176,6 +176,8 @@ export interface StoreInfo {
   readonly address?: string;
   /** The client's last connection error while it is not connected: the cause of a call left unanswered. */
   lastError?(): unknown;
+  /** Where lock `name` lives in the backend, for operators ('<prefix>:{<name>}' on Redis); absent in memory. */
+  locate?(name: string): string;
 }
 
 /** Leases on named locks: what every backend implements. */
@@ -239,6 +241,11 @@ export interface JobStore {
   finishTick(name: string, request: FinishRequest): Promise<FinishReply>;
   /** The job's lock state, latest tick and newest `limit` runs, read in one step. */
   readJob(name: string, limit: number): Promise<JobState>;
+  /**
+   * Operator tooling: forget the job's latest tick and its run history. The lock and its fencing
+   * counter are left as they are, so a later run's token is still above every earlier one.
+   */
+  forgetJob(name: string): Promise<void>;
 }
 
 /** Operator tooling. */
@@ -301,7 +308,7 @@ export function portsOf(store: Store): StorePorts {
   return {
     lease: store,
     fence: has<FenceStore>(store, ['raiseFence']),
-    jobs: has<JobStore>(store, ['claimTick', 'finishTick', 'readJob']),
+    jobs: has<JobStore>(store, ['claimTick', 'finishTick', 'readJob', 'forgetJob']),
     admin: has<AdminStore>(store, ['scanLocks', 'forceRelease', 'queued']),
     config: has<ConfigStore>(store, ['evictionPolicies']),
   };

@@ -151,6 +151,13 @@ export class MemoryStore implements Store {
     return step(this, name, (job) => readJob(job, limit));
   }
 
+  async forgetJob(name: string): Promise<void> {
+    step(this, name, (job) => {
+      job.tick = null;
+      job.runs = [];
+    });
+  }
+
   async *scanLocks(match: string, _count: number): AsyncGenerator<string> {
     const matches = globMatcher(match);
     const { space } = place(this);

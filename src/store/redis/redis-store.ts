@@ -157,6 +157,15 @@ export class RedisStore implements Port.Store, Port.FenceStore, Port.JobStore, P
     return this.#call(SCRIPTS.readJob, name, limit);
   }
 
+  async forgetJob(name: string): Promise<void> {
+    await this.#call(SCRIPTS.forgetJob, name, undefined);
+  }
+
+  /** The lock's Redis key, for operators. */
+  locate(name: string): string {
+    return lockKeys(this.#prefix, name).lock;
+  }
+
   forceRelease(name: string, handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
     return this.#call(SCRIPTS.forceRelease, name, handOn);
   }

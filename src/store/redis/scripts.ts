@@ -19,6 +19,7 @@ import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
 import finishTickSource from './lua/finish-tick.lua';
 import forceReleaseSource from './lua/force-release.lua';
+import forgetJobSource from './lua/forget-job.lua';
 import inspectSource from './lua/inspect.lua';
 import leaveSource from './lua/leave.lua';
 import handOnLib from './lua/lib/hand-on.lua';
@@ -317,6 +318,16 @@ const DECLARED = {
         runs: reply.slice(3).map(storedRun),
       };
     }),
+  }),
+
+  forgetJob: declare({
+    name: 'forget-job',
+    lua: forgetJobSource,
+    access: 'free',
+    layout: jobKeys,
+    keys: (k) => [k.tick, k.runs],
+    args: () => [],
+    reply: integerReply,
   }),
 
   forceRelease: declare({

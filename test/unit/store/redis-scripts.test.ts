@@ -124,6 +124,7 @@ const REQUESTS: Readonly<Record<string, unknown>> = {
     lockAtLeastFor: 0,
   },
   'read-job': 5,
+  'forget-job': undefined,
   'force-release': handOn,
   queued: 5,
   'scan-locks': { cursor: '0', pattern: 'p:{*}', count: 10 },
@@ -277,6 +278,8 @@ describe('on a real redis-server', () => {
       expect(await store.raiseFence('a', 1, 60_000)).toBeGreaterThan(1);
       expect(await store.inspect('job')).toMatchObject({ owner: 'M' });
       expect((await store.readJob('job', 5)).runs.map((r) => r.fence)).toEqual([c3.fence, c2.fence, c1.fence]);
+      await store.forgetJob('job');
+      expect(await store.readJob('job', 5)).toMatchObject({ lastTick: null, runs: [], held: true });
       const names: string[] = [];
       for await (const name of store.scanLocks('*', 100)) names.push(name);
       expect(names).toEqual(['job']);
