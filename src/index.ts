@@ -14,6 +14,7 @@ export { Lock } from './core/lock.js';
 export {
   type AcquireOptions,
   type BackendOperation,
+  type LeadOptions,
   Leasehold,
   type LeaseholdEvents,
   type LeaseholdOptions,
@@ -24,6 +25,8 @@ export {
   type WithLockOptions,
   type Work,
 } from './leasehold.js';
+export { type DeposedReason, Leadership, type LeadershipEvents } from './primitives/leadership.js';
+export { MultiLock } from './primitives/multi-lock.js';
 export { assertLocked } from './schedule/assert-locked.js';
 export type { RunOutcome, RunRecord } from './schedule/history.js';
 export { Job } from './schedule/job.js';

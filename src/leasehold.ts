@@ -12,7 +12,10 @@ import { newOwnerToken } from './core/owner.js';
 import * as validate from './core/validate.js';
 import { WaitQueues } from './core/waiting.js';
 import { JobLock } from './primitives/job-lock.js';
+import { Leadership } from './primitives/leadership.js';
+import { MultiLock } from './primitives/multi-lock.js';
 import { mutex } from './primitives/mutex.js';
+import { Reentrancy } from './primitives/reentrant.js';
 import type { RunRecord } from './schedule/history.js';
 import type { Job } from './schedule/job.js';
 import type { NodeCronCoordinator } from './schedule/node-cron.js';
@@ -71,9 +74,19 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Extend the lease every ttl/3 while held. Default true (or the instance's `autoExtend`). */
   autoExtend?: boolean;
+  /**
+   * Reentrant: inside the work of a reentrant `withLock` / `tryWithLock` of `name` on this
+   * Leasehold (its async context), return at once another hold of the same lease (same owner and
+   * fencingToken, `holdCount` one higher; the lease ends when every hold is released). From any
+   * other async context it waits like any acquisition. Default false.
+   */
+  reentrant?: boolean;
 }
 
 export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
+
+/** Options of `lead`: the lease of each term. */
+export type LeadOptions = Pick<AcquireOptions, 'ttl' | 'autoExtend'>;
 
 export interface WithLockOptions extends AcquireOptions {
   /**
@@ -172,7 +185,7 @@ type Granted = Extract<Attempt, { acquired: true }>;
 
 /** What withLock / tryWithLock go on with: the lock, or what whenUnavailable chose. */
 type Taken<T> =
-  | { readonly kind: 'held'; readonly lock: Lock; readonly work: Work<T, Lock | null> }
+  | { readonly kind: 'held'; readonly lock: Lock; readonly work: Work<T, Lock | null>; readonly reentrant: boolean }
   | { readonly kind: 'skip' }
   | { readonly kind: 'unlocked'; readonly work: Work<T, Lock | null> };
 
@@ -181,6 +194,7 @@ interface Resolved {
   readonly wait: number;
   readonly autoExtend: boolean;
   readonly signal: AbortSignal | undefined;
+  readonly reentrant: boolean;
 }
 
 /**
@@ -195,6 +209,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #keeper = new LeaseKeeper();
   readonly #waits: WaitQueues;
   readonly #loop: AcquireLoop;
+  readonly #reentrancy = new Reentrancy();
   readonly #held = new Set<Lock>();
   readonly #ttl: number;
   readonly #wait: number;
@@ -315,6 +330,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, this.#wait) : 0,
       autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', this.#autoExtend),
       signal: validate.optionalSignal(o.signal),
+      reentrant: validate.optionalBoolean(o.reentrant, 'reentrant', false),
     };
   }
 
@@ -341,6 +357,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   }
 
   async #acquire(name: string, o: Resolved): Promise<Lock> {
+    if (o.reentrant) {
+      const held = this.#reentrancy.held(name);
+      if (held) return held.reenter();
+    }
     const owner = newOwnerToken();
     const started = now();
     const engine = this.#engine;
@@ -402,7 +422,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     maybeWork?: Work<T, never>,
   ): Promise<T | undefined> {
     const taken = await this.#take(name, optionsOrWork, maybeWork, 'withLock', true);
-    if (taken.kind === 'held') return this.#runHeld(taken.lock, taken.work);
+    if (taken.kind === 'held') return this.#runHeld(taken.lock, taken.work, taken.reentrant);
     if (taken.kind === 'skip') return undefined;
     return taken.work(NEVER_ABORTED, null);
   }
@@ -430,7 +450,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       if (error instanceof LockTimeoutError) return { ran: false, reason: 'locked' };
       throw error;
     }
-    if (taken.kind === 'held') return { ran: true, value: await this.#runHeld(taken.lock, taken.work) };
+    if (taken.kind === 'held') {
+      return { ran: true, value: await this.#runHeld(taken.lock, taken.work, taken.reentrant) };
+    }
     if (taken.kind === 'skip') return { ran: false, reason: 'unavailable' };
     return { ran: true, value: await taken.work(NEVER_ABORTED, null) };
   }
@@ -455,15 +477,18 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const resolved = this.#resolve(options, `${what} options`, waits);
     const run = work as Work<T, Lock | null>;
     try {
-      return { kind: 'held', lock: await this.#acquire(name, resolved), work: run };
+      const lock = await this.#acquire(name, resolved);
+      return { kind: 'held', lock, work: run, reentrant: resolved.reentrant };
     } catch (error) {
       if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
       return whenUnavailable === 'skip' ? { kind: 'skip' } : { kind: 'unlocked', work: run };
     }
   }
 
-  async #runHeld<T>(lock: Lock, work: Work<T, Lock | null>): Promise<T> {
+  async #runHeld<T>(lock: Lock, work: Work<T, Lock | null>, reentrant = false): Promise<T> {
     try {
+      // A reentrant hold carries the lease in the work's async context, for nested acquisitions.
+      if (reentrant) return await this.#reentrancy.run(lock, async () => work(lock.signal, lock));
       return await work(lock.signal, lock);
     } finally {
       await lock
@@ -472,6 +497,79 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
           this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
         );
     }
+  }
+
+  /**
+   * Acquire every lock of `names` (all or nothing), waiting up to `wait` ms in all. The names are
+   * taken in one fixed global order (sorted), so two callers asking for overlapping sets in any
+   * order cannot wait on each other in a cycle; when one lock cannot be had in time, those taken
+   * are released before the error reaches the caller. Each lock has its own owner and fencing token.
+   */
+  async acquireAll(names: readonly string[], options?: AcquireOptions): Promise<MultiLock> {
+    const list = validate.lockNames(names);
+    const o = this.#resolve(options, 'acquireAll options', true);
+    const deadline = now() + o.wait;
+    const order = [...list].sort();
+    const taken = new Map<string, Lock>();
+    try {
+      for (const name of order) {
+        const wait = Math.max(0, Math.round(deadline - now()));
+        taken.set(name, await this.#acquire(name, { ...o, wait }));
+      }
+    } catch (error) {
+      await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
+      throw error;
+    }
+    return new MultiLock(list.map((name) => taken.get(name) as Lock));
+  }
+
+  /**
+   * acquireAll, run `work`, always release every lock. `signal` aborts when any lease is lost. A
+   * failed release after the work is a `releaseFailed` event per lock, never thrown.
+   */
+  async withLocks<T>(
+    names: readonly string[],
+    options: AcquireOptions | undefined,
+    work: (signal: AbortSignal, all: MultiLock) => Promise<T> | T,
+  ): Promise<T> {
+    validate.fn(work, 'withLocks work');
+    const all = await this.acquireAll(names, options);
+    try {
+      return await work(all.signal, all);
+    } finally {
+      await Promise.all(
+        all.locks.map((lock) =>
+          lock
+            .release()
+            .catch((error: unknown) =>
+              this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+            ),
+        ),
+      );
+    }
+  }
+
+  /**
+   * Leader election on the lock `name`: campaign (FIFO among the candidates of every instance), and
+   * while this instance leads run `work` with a signal that aborts when leadership ends (the lease
+   * lost, or stop()). A term lasts until the work settles, the lease is lost or stop() is called;
+   * the lock is then released, which hands leadership to the next candidate at once, and unless
+   * stopped this instance campaigns again. Options: `ttl` and `autoExtend` as for acquire.
+   */
+  lead(name: string, work: (signal: AbortSignal, lock: Lock) => unknown, options?: LeadOptions): Leadership {
+    validate.lockName(name);
+    validate.fn(work, 'lead work');
+    const o = this.#resolve(options, 'lead options', false);
+    const campaignWait = Math.max(this.#wait, 1);
+    return new Leadership(
+      {
+        name,
+        campaign: (signal) => this.#acquire(name, { ...o, wait: campaignWait, signal, reentrant: false }),
+        retryDelay: DEFAULTS.resubscribeDelay,
+        run: (lock, fn) => this.#reentrancy.run(lock, fn),
+      },
+      work,
+    );
   }
 
   /**

@@ -55,9 +55,15 @@ export class Lock implements AsyncDisposable {
   #lostError: LockLostError | undefined;
   #extending: Promise<void> | undefined;
   readonly #kept: Kept = { tick: () => this.#tick() };
+  /** The handle that acquired the lease; this one, unless this is a reentrant hold of it. */
+  readonly #root: Lock;
+  /** On the root: handles of this lease not yet released (reentrant holds included). */
+  #holds = 1;
+  /** This handle was released (its hold given up), whatever became of the lease. */
+  #handleReleased = false;
 
-  /** @internal Created by Leasehold on acquisition. */
-  constructor(init: LockInit, context: LockContext) {
+  /** @internal Created by Leasehold on acquisition; with `root`, a reentrant hold of root's lease. */
+  constructor(init: LockInit, context: LockContext, root?: Lock) {
     this.name = init.name;
     this.owner = init.owner;
     this.fencingToken = init.fencingToken;
@@ -66,11 +72,29 @@ export class Lock implements AsyncDisposable {
     this.#autoExtend = init.autoExtend;
     this.#context = context;
     this.#nextExtendAt = now() + init.ttl / DEFAULTS.extendDivisor;
-    this.#schedule();
+    this.#root = root ?? this;
+    if (root) root.#holds += 1;
+    else this.#schedule();
+  }
+
+  /**
+   * @internal Another hold of this lease (reentrant acquisition): the same owner, fencing token,
+   * signal and watchdog; the lease ends once every hold is released.
+   */
+  reenter(): Lock {
+    const root = this.#root;
+    const init = { name: root.name, owner: root.owner, fencingToken: root.fencingToken, ttl: root.#ttl };
+    return new Lock({ ...init, validUntil: root.#validUntil, autoExtend: false }, root.#context, root);
+  }
+
+  /** Holds of this lease not yet released: 1, or more while reentrant acquisitions hold it too. */
+  get holdCount(): number {
+    return this.#root.#holds;
   }
 
   /** Aborted, with a LockLostError as its reason, the moment the lease is lost. */
   get signal(): AbortSignal {
+    if (this.#root !== this) return this.#root.signal;
     this.#checkValidity();
     if (!this.#controller) {
       this.#controller = new AbortController();
@@ -81,6 +105,7 @@ export class Lock implements AsyncDisposable {
 
   /** ms of validity left by this client's monotonic clock, drift already subtracted; 0 once lost or released. */
   expiresIn(): number {
+    if (this.#root !== this) return this.#handleReleased ? 0 : this.#root.expiresIn();
     this.#checkValidity();
     if (this.#state !== 'held') return 0;
     return Math.floor(this.#validUntil - now());
@@ -100,6 +125,10 @@ export class Lock implements AsyncDisposable {
    * RedisUnavailableError if the backend did not confirm (the lease is then not lost yet).
    */
   async extend(ttl?: number): Promise<void> {
+    if (this.#root !== this) {
+      if (this.#handleReleased) throw new LockLostError(this.name, 'released', this.fencingToken);
+      return this.#root.extend(ttl);
+    }
     const next = ttl === undefined ? this.#ttl : validTtl(ttl, 'ttl', this.#context.driftFactor);
     while (this.#extending) await this.#extending.catch(() => {});
     this.#throwIfNotHeld();
@@ -119,8 +148,20 @@ export class Lock implements AsyncDisposable {
    * Release the lock. True if this call deleted our lock; false if it had already expired or passed
    * to another owner (it never deletes another owner's lock) or was already released. Rejects with
    * RedisUnavailableError when the backend could not be asked; the lease then ends by its ttl.
+   * While reentrant holds of the lease remain, it only gives up this hold: true while the lease is
+   * still held; the last hold released ends the lease.
    */
   async release(): Promise<boolean> {
+    if (this.#handleReleased) return false;
+    this.#handleReleased = true;
+    const root = this.#root;
+    root.#holds -= 1;
+    if (root.#holds > 0) return root.#state === 'held' && root.expiresIn() > 0;
+    return root.#end();
+  }
+
+  /** The lease's end: stop keeping it and release it on the backend. */
+  async #end(): Promise<boolean> {
     if (this.#state === 'released') return false;
     this.#state = 'released';
     this.#context.keeper.cancel(this.#kept);
@@ -134,7 +175,7 @@ export class Lock implements AsyncDisposable {
 
   /** @internal Stop keeping this lease without releasing it (Leasehold.close). */
   abandon(): void {
-    this.#lose('closed');
+    this.#root.#lose('closed');
   }
 
   #throwIfNotHeld(): void {
@@ -208,11 +249,11 @@ export class Lock implements AsyncDisposable {
 
   /** @internal The error the lease was lost with, if it was. */
   get lostError(): LockLostError | undefined {
-    return this.#lostError;
+    return this.#root.#lostError;
   }
 
-  /** @internal Whether the lease is still held. */
+  /** @internal Whether the lease is still held (and, for a reentrant hold, this hold too). */
   get held(): boolean {
-    return this.#state === 'held';
+    return !this.#handleReleased && this.#root.#state === 'held';
   }
 }

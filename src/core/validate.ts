@@ -12,6 +12,17 @@ function show(value: unknown): string {
   return String(value);
 }
 
+/** A non-empty array of distinct lock names. */
+export function lockNames(names: unknown): string[] {
+  if (!Array.isArray(names) || names.length === 0) {
+    throw invalidArgument(`lock names must be a non-empty array of strings, got ${show(names)}`);
+  }
+  const list = names.map((name: unknown) => lockName(name));
+  const repeated = list.find((name, i) => list.indexOf(name) !== i);
+  if (repeated !== undefined) throw invalidArgument(`lock names must be distinct: "${repeated}" is given twice`);
+  return list;
+}
+
 export function lockName(name: unknown, what = 'lock name'): string {
   if (typeof name !== 'string') throw invalidArgument(`${what} must be a string, got ${show(name)}`);
   if (name.length === 0) throw invalidArgument(`${what} must not be empty`);

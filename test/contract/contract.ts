@@ -12,6 +12,7 @@ import {
 } from '../../src/index.js';
 import { randomPrefix, waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
+import { primitiveCases } from './primitives.js';
 
 /**
  * The contract every backend must meet, written once against the public API. The same cases
@@ -390,5 +391,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       expect(() => new Leasehold(client, { prefix: 'a{b' })).toThrow(/`prefix`/);
       expect(() => new Leasehold({} as never)).toThrow(/expected an ioredis client/);
     });
+
+    primitiveCases({ leasehold, backend: () => backend, prefix: () => prefix });
   });
 }
