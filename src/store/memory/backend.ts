@@ -1,5 +1,5 @@
+import type { BackendEntry } from '../backend.js';
 import { isStore, type Store } from '../port.js';
-import type { BackendEntry } from '../registry.js';
 
 /** A Store object (the memory store, or one of the caller's): used as it is, under the Leasehold's prefix. */
 export const storeBackend: BackendEntry = {

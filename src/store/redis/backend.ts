@@ -1,4 +1,4 @@
-import type { BackendEntry } from '../registry.js';
+import type { BackendEntry } from '../backend.js';
 import { IORedisConnection, isIORedis } from './ioredis-adapter.js';
 import { isNodeRedis, NodeRedisConnection } from './node-redis-adapter.js';
 import { RedisStore } from './redis-store.js';
