@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 
 export interface HolderMessage {
-  event: 'ready' | 'waiting' | 'acquired' | 'lost' | 'released' | 'error';
+  event: 'ready' | 'waiting' | 'acquired' | 'lost' | 'released' | 'elected' | 'deposed' | 'done' | 'error';
   [field: string]: unknown;
 }
 

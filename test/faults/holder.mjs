@@ -19,6 +19,25 @@ process.on('message', async (msg) => {
       process.send({ event: 'waiting' });
       lock = await locks.acquire(msg.name, { ttl: msg.ttl, wait: msg.wait });
       process.send({ event: 'acquired', owner: lock.owner, fencingToken: lock.fencingToken });
+    } else if (msg.cmd === 'lead') {
+      const leadership = locks.lead(
+        msg.name,
+        (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true })),
+        { ttl: msg.ttl },
+      );
+      leadership.on('elected', (e) => process.send({ event: 'elected', fencingToken: e.fencingToken }));
+      leadership.on('deposed', (e) =>
+        process.send({ event: 'deposed', reason: e.reason, fencingToken: e.fencingToken }),
+      );
+    } else if (msg.cmd === 'acquireAll') {
+      let rounds = 0;
+      for (let i = 0; i < msg.rounds; i++) {
+        await locks.withLocks(msg.names, { wait: msg.wait, ttl: msg.ttl }, async (_signal, all) => {
+          if (all.locks.some((l) => l.expiresIn() <= 0)) throw new Error('a partial set');
+          rounds += 1;
+        });
+      }
+      process.send({ event: 'done', rounds });
     } else if (msg.cmd === 'release') {
       process.send({ event: 'released', released: await lock.release() });
     } else if (msg.cmd === 'exit') {
