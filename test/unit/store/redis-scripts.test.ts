@@ -8,8 +8,8 @@ import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/io
 import { jobKeys, lockKeys } from '../../../src/store/redis/keys.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
 import { SCRIPTS, type ScriptCall } from '../../../src/store/redis/scripts.js';
+import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
-import { ioredis, suiteServer } from '../../safety/fixture.js';
 
 /**
  * Each Lua script's header is its contract: KEYS, ARGV and every return code. These tests hold the

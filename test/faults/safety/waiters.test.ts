@@ -1,0 +1,218 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { now } from '../../../src/core/clock.js';
+import { DEFAULTS, ErrorCode, Leasehold, type Lock, LockTimeoutError, lockKeys } from '../../../src/index.js';
+import { randomPrefix, waitFor } from '../../harness/index.js';
+import { Holder } from '../child.js';
+import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';
+
+/**
+ * Waiters have liveness of their own. A waiter that died (kill -9), or whose leave was lost,
+ * costs the others at most one reservation: the waiter after it in line retries when the
+ * reservation lapses, and a waiter that stops trying is dropped from the queue. A waiter that
+ * gives up (timeout, abort, close) leaves the queue before its caller hears why.
+ */
+describe('dead and departing waiters', () => {
+  const redis = suiteServer();
+  const defer = deferrals();
+
+  function instance(prefix: string): Leasehold {
+    const client = ioredis(redis.server.port);
+    const locks = new Leasehold(client, { prefix });
+    defer(() => client.disconnect());
+    defer(() => locks.close());
+    return locks;
+  }
+
+  const queued = (prefix: string, name: string) => redis.admin.zcard(lockKeys(prefix, name).waiters);
+
+  /** A waiter in a process of its own, killed with kill -9 once it is queued. */
+  async function deadWaiter(prefix: string, name: string): Promise<void> {
+    const before = await queued(prefix, name);
+    const doomed = await Holder.start(redis.server.url, prefix);
+    defer(() => doomed.kill9());
+    doomed.send({ cmd: 'wait', name, ttl: 10_000, wait: 60_000 });
+    expect((await doomed.next()).event).toBe('waiting');
+    await waitFor(async () => (await queued(prefix, name)) === before + 1, { message: 'the doomed waiter queued' });
+    await doomed.kill9();
+  }
+
+  it('a dead waiter handed the lock costs the next waiter one reservation, not its fallback timer', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('q', { ttl: 30_000 });
+    const first = a.acquire('q', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 1);
+    await deadWaiter(prefix, 'q');
+    const last = b.acquire('q', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 3);
+    // Let the last waiter settle into its park: its fallback timer is the holder's lease, capped.
+    await sleep(300);
+    await held.release();
+    const firstLock = await first;
+    // This release hands the lock to the dead waiter; the last one is next in line and retries
+    // once that reservation lapses.
+    await firstLock.release();
+    const released = now();
+    const lastLock = await last;
+    const waited = now() - released;
+    expect(waited).toBeLessThan(DEFAULTS.reservation + 500);
+    await lastLock.release();
+  });
+
+  it('two dead waiters in a row cost the live waiter behind them one reservation each, not its fallback timer', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('q2', { ttl: 30_000 });
+    await deadWaiter(prefix, 'q2');
+    await deadWaiter(prefix, 'q2');
+    const last = b.acquire('q2', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q2')) === 3);
+    await sleep(300);
+    // Handed to the first dead waiter; the second is next in line and the live one after it.
+    await held.release();
+    const released = now();
+    const lastLock = await last;
+    const waited = now() - released;
+    expect(waited).toBeGreaterThanOrEqual(DEFAULTS.reservation);
+    expect(waited).toBeLessThan(2 * DEFAULTS.reservation + 500);
+    await lastLock.release();
+  });
+
+  it('waiters that stopped trying are dropped: after their liveness, hand-offs skip them, and the queue expires', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const held = await a.acquire('q', { ttl: 30_000 });
+    for (let i = 0; i < 3; i++) await deadWaiter(prefix, 'q');
+    expect(await queued(prefix, 'q')).toBe(3);
+    const pttl = await redis.admin.pttl(lockKeys(prefix, 'q').waiters);
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(DEFAULTS.waiterLease);
+    await sleep(DEFAULTS.waiterLease + 200);
+    // Nobody renews the queue: its keys are gone.
+    expect(await redis.admin.exists(lockKeys(prefix, 'q').waiters, lockKeys(prefix, 'q').alive)).toBe(0);
+    const b = instance(prefix);
+    const live = b.acquire('q', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 1);
+    await held.release();
+    const started = now();
+    const lock = await live;
+    expect(now() - started).toBeLessThan(DEFAULTS.reservation);
+    await lock.release();
+  }, 20_000);
+
+  it('a waiter that times out has left the queue when its LockTimeoutError arrives; the next caller is not kept out', async () => {
+    const prefix = randomPrefix();
+    const holder = instance(prefix);
+    const held = await holder.acquire('t', { ttl: 30_000 });
+    // The waiter's own round trips are slow, so a leave sent in the background would still be on its way.
+    const { proxy, client } = await slowPath(redis.server, 40);
+    defer(() => proxy.close());
+    defer(() => client.disconnect());
+    const waiter = new Leasehold(client, { prefix });
+    defer(() => waiter.close());
+    const error = await waiter.acquire('t', { wait: 300 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LockTimeoutError);
+    expect(await queued(prefix, 't')).toBe(0);
+    await held.release();
+    expect(await instance(prefix).tryWithLock('t', () => 'ran')).toEqual({ ran: true, value: 'ran' });
+  });
+
+  it('an aborted wait has left the queue when the abort reason arrives', async () => {
+    const prefix = randomPrefix();
+    const held = await instance(prefix).acquire('t', { ttl: 30_000 });
+    const { proxy, client } = await slowPath(redis.server, 40);
+    defer(() => proxy.close());
+    defer(() => client.disconnect());
+    const waiter = new Leasehold(client, { prefix });
+    defer(() => waiter.close());
+    const controller = new AbortController();
+    const waiting = waiter.acquire('t', { wait: 10_000, signal: controller.signal }).catch((e: unknown) => e);
+    await waitFor(async () => (await queued(prefix, 't')) === 1);
+    controller.abort(new Error('user gave up'));
+    expect(((await waiting) as Error).message).toBe('user gave up');
+    expect(await queued(prefix, 't')).toBe(0);
+    await held.release();
+  });
+
+  it('close() rejects every parked acquire with CLOSED at once and resolves after they left the queue', async () => {
+    const prefix = randomPrefix();
+    const held = await instance(prefix).acquire('c', { ttl: 30_000 });
+    const client = ioredis(redis.server.port);
+    const locks = new Leasehold(client, { prefix });
+    const parked = [1, 2, 3].map(() => locks.acquire('c', { wait: 30_000 }).catch((e: unknown) => e));
+    await waitFor(async () => (await queued(prefix, 'c')) === 3);
+    const started = now();
+    await locks.close();
+    expect(now() - started).toBeLessThan(1_000);
+    expect(await queued(prefix, 'c')).toBe(0);
+    for (const error of await Promise.all(parked)) expect(error).toMatchObject({ code: ErrorCode.CLOSED });
+    // Nothing of the instance is left to keep the client busy: quit completes.
+    await client.quit();
+    await held.release();
+  });
+
+  it('releasing a lock that expired still hands it to the first waiter at once', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('e', { ttl: 30_000, autoExtend: false });
+    const next = b.acquire('e', { wait: 10_000 });
+    await waitFor(async () => (await queued(prefix, 'e')) === 1);
+    await sleep(300);
+    // The lease ends behind everyone's back (as an expiry the waiter's timer does not know of).
+    await redis.admin.del(lockKeys(prefix, 'e').lock);
+    const started = now();
+    expect(await held.release()).toBe(false);
+    const lock = await next;
+    expect(now() - started).toBeLessThan(DEFAULTS.maxPark / 2);
+    await lock.release();
+  });
+});
+
+describe('a release subscription that fails', () => {
+  const redis = suiteServer();
+  const defer = deferrals();
+
+  it('is retried while the lock has waiters; meanwhile waiters still take turns', async () => {
+    const prefix = randomPrefix();
+    // A user that may run everything but SUBSCRIBE, until it is allowed.
+    await redis.admin.call('ACL', 'SETUSER', 'worker', 'on', 'nopass', '~*', '&*', '+@all', '-subscribe');
+    const workers = [0, 1, 2].map(() => {
+      const client = ioredis(redis.server.port, { username: 'worker' });
+      const locks = new Leasehold(client, { prefix });
+      defer(() => client.disconnect());
+      defer(() => locks.close());
+      return locks;
+    });
+    const errors: unknown[] = [];
+    for (const w of workers) w.on('backendError', ({ error }) => errors.push(error));
+    const counts = [0, 0, 0];
+    let stop = false;
+    const loops = workers.map(async (w, i) => {
+      while (!stop) {
+        const lock: Lock = await w.acquire('shared', { ttl: 5_000, wait: 20_000 });
+        counts[i] = (counts[i] ?? 0) + 1;
+        await sleep(10);
+        await lock.release();
+      }
+    });
+    await sleep(2_000);
+    const unsubscribed = [...counts];
+    expect(errors.some((e) => /NOPERM/.test(String(e)))).toBe(true);
+    await redis.admin.call('ACL', 'SETUSER', 'worker', '+subscribe');
+    const channel = lockKeys(prefix, 'shared').channel;
+    await waitFor(async () => Number(((await redis.admin.call('PUBSUB', 'NUMSUB', channel)) as unknown[])[1]) >= 1, {
+      timeout: 8_000,
+      message: 'the subscription was never retried',
+    });
+    stop = true;
+    await Promise.all(loops);
+    // Without the subscription nobody can hear a hand-off, yet every worker got its turns.
+    const total = unsubscribed.reduce((x, y) => x + y, 0);
+    expect(total).toBeGreaterThan(10);
+    for (const n of unsubscribed) expect(n).toBeGreaterThan(total / 3 / 2);
+  }, 30_000);
+});

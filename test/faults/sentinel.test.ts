@@ -1,0 +1,76 @@
+import { Redis } from 'ioredis';
+import { createSentinel } from 'redis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { type Backend, Leasehold, lockKeys } from '../../src/index.js';
+import { randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
+
+/**
+ * Sentinel: the client follows the master through a failover. A lock that reached the replica
+ * before the master died is still held on the promoted replica, its owner can still release it,
+ * and the fencing counter carries on from where it was.
+ */
+const clients: Array<[string, (group: SentinelGroup) => Promise<{ client: Backend; close(): Promise<void> }>]> = [
+  [
+    'ioredis',
+    async (group) => {
+      const client = new Redis({
+        sentinels: [{ host: group.sentinel.host, port: group.sentinel.port }],
+        name: group.name,
+      });
+      client.on('error', () => {});
+      return { client, close: async () => client.disconnect() };
+    },
+  ],
+  [
+    'node-redis',
+    async (group) => {
+      const client = createSentinel({
+        name: group.name,
+        sentinelRootNodes: [{ host: group.sentinel.host, port: group.sentinel.port }],
+      });
+      client.on('error', () => {});
+      await client.connect();
+      return { client, close: async () => void (await client.destroy()) };
+    },
+  ],
+];
+
+describe.each(clients)('Sentinel through %s', (_label, connect) => {
+  const stops: Array<() => Promise<unknown>> = [];
+  afterAll(async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+  });
+
+  it('locks, waits and fences across a failover', async () => {
+    const group = await startSentinelGroup();
+    stops.push(() => group.stop());
+    const { client, close } = await connect(group);
+    stops.push(close);
+    const prefix = randomPrefix();
+    const locks = new Leasehold(client, { prefix, commandTimeout: 1_000 });
+    stops.push(() => locks.close());
+
+    const first = await locks.acquire('invoice', { ttl: 5_000 });
+    const waiting = locks.acquire('invoice', { wait: 5_000 });
+    expect(await first.release()).toBe(true);
+    const second = await waiting;
+    expect(second.fencingToken).toBeGreaterThan(first.fencingToken);
+    expect(await second.release()).toBe(true);
+
+    const held = await locks.acquire('invoice', { ttl: 30_000 });
+    const keys = lockKeys(prefix, 'invoice');
+    await waitFor(async () => (await group.replica.command('GET', keys.lock)) === held.owner, { timeout: 5_000 });
+
+    await group.master.kill9();
+    await waitFor(async () => (await group.masterPort()) === group.replica.port, {
+      timeout: 20_000,
+      message: 'sentinel did not promote the replica',
+    });
+    // The lock survived on the promoted replica: nobody else gets it, its owner still releases it.
+    await waitFor(async () => (await locks.tryAcquire('invoice').catch(() => undefined)) === null, { timeout: 15_000 });
+    expect(await held.release()).toBe(true);
+    const after = await locks.acquire('invoice', { ttl: 5_000, wait: 5_000 });
+    expect(after.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(await after.release()).toBe(true);
+  }, 60_000);
+});
