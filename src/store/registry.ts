@@ -3,18 +3,19 @@ import { show } from '../core/validate.js';
 import type { BackendEntry, BackendOptions } from './backend.js';
 import { storeBackend } from './memory/backend.js';
 import type { Store } from './port.js';
+import { type PostgresBackend, postgresBackend } from './postgres/backend.js';
 import { type IORedisBackend, ioredisBackend, type NodeRedisBackend, nodeRedisBackend } from './redis/backend.js';
 
 export type { BackendEntry, BackendOptions, IORedisBackend, NodeRedisBackend };
 
 /** Every backend `new Leasehold(x)` knows, asked in order. Adding a backend is one line here. */
-const BACKENDS: readonly BackendEntry[] = [ioredisBackend, nodeRedisBackend, storeBackend];
+const BACKENDS: readonly BackendEntry[] = [ioredisBackend, nodeRedisBackend, storeBackend, postgresBackend];
 
 /**
  * What `Leasehold` accepts as a backend: an ioredis Redis or Cluster, a node-redis client, cluster
  * or Sentinel client, or a Store such as `new MemoryStore()`; an array of these runs Redlock.
  */
-export type Backend = Store | IORedisBackend | NodeRedisBackend;
+export type Backend = Store | IORedisBackend | NodeRedisBackend | PostgresBackend;
 
 /** A Store for `input`, from the first backend that recognises it. */
 export function resolveStore(input: unknown, options: BackendOptions): { store: Store; owned: boolean } {

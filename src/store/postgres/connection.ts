@@ -1,0 +1,138 @@
+import { describeError, ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+
+/**
+ * A pg `Pool` (`new pg.Pool(…)`). Structural, so pg stays an optional peer: these are the members
+ * `new Leasehold(…)` recognises a pool by.
+ */
+export interface PgPoolBackend {
+  readonly totalCount: number;
+  query(...args: never[]): unknown;
+  connect(...args: never[]): unknown;
+}
+
+/** A pg `Client` (`new pg.Client(…)`, connected), or a client checked out of a pool. */
+export interface PgClientBackend {
+  escapeIdentifier(...args: never[]): unknown;
+  query(...args: never[]): unknown;
+  connect(...args: never[]): unknown;
+}
+
+/** What the PostgreSQL store runs on: a pool or a client of pg. */
+export type PgBackend = PgPoolBackend | PgClientBackend;
+
+/** One row as pg hands it over. */
+export type Row = Readonly<Record<string, unknown>>;
+
+/** A notification as pg delivers it on a client ('notification' event). */
+export interface PgNotification {
+  readonly channel: string;
+  readonly payload?: string | undefined;
+}
+
+/** The members of pg's Client the store uses (the pool's clients are Clients too). */
+export interface PgClient {
+  query(config: { text: string; values?: readonly unknown[] }): Promise<{ rows: Row[] }>;
+  on(event: 'notification', listener: (message: PgNotification) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+  /** Present on a client checked out of a pool: give it back (an argument: destroy it). */
+  release?(destroy?: unknown): void;
+}
+
+/** The members of pg's Pool the store uses. */
+export interface PgPool {
+  query(config: { text: string; values?: readonly unknown[] }): Promise<{ rows: Row[] }>;
+  connect(): Promise<PgClient>;
+  readonly options?: Readonly<Record<string, unknown>>;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+export function isPgPool(value: unknown): value is PgPoolBackend {
+  return (
+    isObject(value) &&
+    typeof value.totalCount === 'number' &&
+    typeof value.query === 'function' &&
+    typeof value.connect === 'function'
+  );
+}
+
+export function isPgClient(value: unknown): value is PgClientBackend {
+  return (
+    isObject(value) &&
+    typeof value.escapeIdentifier === 'function' &&
+    typeof value.query === 'function' &&
+    typeof value.connect === 'function' &&
+    typeof value.on === 'function'
+  );
+}
+
+export function isPg(value: unknown): value is PgBackend {
+  return isPgPool(value) || isPgClient(value);
+}
+
+/** 'host:port' of a pool's or a client's settings, for messages. */
+export function addressOf(backend: PgBackend): string {
+  const source = isPgPool(backend)
+    ? ((backend as unknown as PgPool).options ?? {})
+    : (((backend as unknown as { connectionParameters?: Record<string, unknown> }).connectionParameters ??
+        {}) as Record<string, unknown>);
+  let host = source.host;
+  let port = source.port;
+  if (typeof source.connectionString === 'string') {
+    try {
+      const url = new URL(source.connectionString);
+      host = url.hostname || host;
+      port = url.port || port;
+    } catch {
+      // Not a URL (a keyword/value string): the fields or the defaults below say enough.
+    }
+  }
+  return `${typeof host === 'string' && host !== '' ? host : 'localhost'}:${String(port ?? 5432)}`;
+}
+
+/**
+ * SQLSTATE classes and codes that mean the server is there but cannot serve this now, or the
+ * connection went away: 08 connection exceptions, 57P01-57P03 shutting down / starting up, 53300
+ * too many connections, 25006 a read-only standby (a failover left the pool on the old primary).
+ * Trying later or elsewhere is the remedy, as with Redis's LOADING or READONLY.
+ */
+const UNAVAILABLE_CODES = /^(08...|57P0[123]|53300|25006)$/;
+
+/** A server error (pg's DatabaseError), by its shape: a SQLSTATE code and a severity. */
+function sqlState(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const { code, severity } = error as { code?: unknown; severity?: unknown };
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && typeof severity === 'string' ? code : undefined;
+}
+
+/** True when `error` says the database could not be reached or could not serve the call. */
+export function isUnavailable(error: unknown): boolean {
+  const state = sqlState(error);
+  return state === undefined ? !(error instanceof LockError) : UNAVAILABLE_CODES.test(state);
+}
+
+/**
+ * Whatever pg threw as a LockError that says what happened: a server error (a SQLSTATE) is a
+ * store error, unless it means the server cannot serve now; anything else pg throws (refused,
+ * reset, terminated, a pool that could not connect in time) is unavailable.
+ */
+export function storeError(kind: string, address: string, action: string, error: unknown): LockError {
+  if (error instanceof LockError) return error;
+  const detail = describeError(error);
+  const state = sqlState(error);
+  if (state !== undefined && !UNAVAILABLE_CODES.test(state)) {
+    return new LockError(ErrorCode.STORE, `${kind}: ${action} failed: ${detail} (SQLSTATE ${state})`, {
+      cause: error,
+    });
+  }
+  return new RedisUnavailableError(`${kind}: ${action} on ${address} failed: ${detail}`, { cause: error });
+}
+
+/** A reply that does not have the shape the statement returns: never guessed at. */
+export function badReply(kind: string, action: string, what: string): LockError {
+  return new LockError(ErrorCode.STORE, `${kind}: ${action}: unexpected reply: ${what}`);
+}

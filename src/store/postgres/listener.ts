@@ -1,0 +1,219 @@
+import { DEFAULTS } from '../../core/defaults.js';
+import type { LockError } from '../../core/errors.js';
+import { isPgPool, type PgBackend, type PgClient, type PgNotification, type PgPool } from './connection.js';
+import { quoteIdentifier } from './schema.js';
+
+/**
+ * LISTEN sessions per connection: how many listeners of this process asked for each channel, so
+ * that several stores sharing one client (a caller's pg.Client given to several Leaseholds) send
+ * one LISTEN and the last of them the UNLISTEN. Counts change before the statement is sent, and a
+ * client runs its statements in order, so LISTEN and UNLISTEN reach the server in the order the
+ * counts changed.
+ */
+const LISTENS = new WeakMap<PgClient, Map<string, number>>();
+
+/** Listeners of this process with a live LISTEN on each channel (operator and test introspection). */
+const LISTENING = new Map<string, number>();
+
+/** How many stores of this process listen on `channel` now (each LISTEN confirmed by the server). */
+export function listenersOf(channel: string): number {
+  return LISTENING.get(channel) ?? 0;
+}
+
+function count(map: Map<string, number>, key: string, by: number): number {
+  const next = (map.get(key) ?? 0) + by;
+  if (next > 0) map.set(key, next);
+  else map.delete(key);
+  return next;
+}
+
+export interface ListenerOptions {
+  /** Where a hand-off goes: the channel and its payload. */
+  readonly deliver: (channel: string, payload: string) => void;
+  readonly onError: (error: unknown) => void;
+  /** The error to report for a failure of `action`. */
+  readonly describe: (action: string, error: unknown) => LockError;
+}
+
+/**
+ * The one listening connection of a store. On a pool it is a session checked out of the pool
+ * while anyone listens (given back, with nothing LISTENed, when the last one stops), re-opened
+ * with every channel LISTENed again when the server drops it. On a client it is that client's own
+ * session (the caller's: never ended here). Every step runs in turn, so a LISTEN, an UNLISTEN and
+ * the session's hand-back never overtake one another.
+ */
+export class Listener {
+  readonly #source: PgBackend;
+  readonly #options: ListenerOptions;
+  /** The session now, once opened. */
+  #client: PgClient | undefined;
+  /** Channels LISTENed on the session (restored on a new one). */
+  readonly #channels = new Set<string>();
+  #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
+  #restore: ReturnType<typeof setTimeout> | undefined;
+  #restoreDelay: number = DEFAULTS.resubscribeDelay;
+  readonly #onNotification = (message: PgNotification) => this.#options.deliver(message.channel, message.payload ?? '');
+  readonly #onLost = (error?: Error) => this.#lost(error ?? new Error('the listening connection ended'));
+
+  constructor(source: PgBackend, options: ListenerOptions) {
+    this.#source = source;
+    this.#options = options;
+  }
+
+  /** The session is a pool's, so ours to give back; else the caller's client. */
+  get #owned(): boolean {
+    return isPgPool(this.#source);
+  }
+
+  #run<T>(step: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(step);
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  listen(channel: string): Promise<void> {
+    return this.#run(async () => {
+      const client = await this.#session();
+      await this.#listenOn(client, channel);
+      this.#channels.add(channel);
+      count(LISTENING, channel, 1);
+    });
+  }
+
+  unlisten(channel: string): Promise<void> {
+    return this.#run(async () => {
+      if (!this.#channels.delete(channel)) return;
+      count(LISTENING, channel, -1);
+      const client = this.#client;
+      if (client) await this.#unlistenOn(client, channel);
+    });
+  }
+
+  /** Nobody listens any more: give the session back (on a pool), or stop hearing the client's notifications. */
+  idle(): void {
+    this.#run(async () => {
+      if (this.#channels.size === 0) await this.#detach();
+    }).catch(this.#options.onError);
+  }
+
+  /**
+   * Stop listening at once, without waiting behind a step in progress (a pool that cannot connect
+   * to a frozen server would hold it up): a pool's session is destroyed, so nothing it LISTENed
+   * survives into the pool; on the caller's client this store's channels are UNLISTENed.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#restore);
+    const channels = [...this.#channels];
+    this.#channels.clear();
+    for (const channel of channels) count(LISTENING, channel, -1);
+    const client = this.#client;
+    this.#client = undefined;
+    if (!client) return;
+    this.#unhook(client);
+    if (this.#owned) {
+      LISTENS.delete(client);
+      client.release?.(true);
+      return;
+    }
+    for (const channel of channels) this.#unlistenOn(client, channel).catch(() => undefined);
+  }
+
+  async #session(): Promise<PgClient> {
+    if (this.#client) return this.#client;
+    if (this.#closed) throw this.#options.describe('LISTEN', new Error('the store is closed'));
+    const client = this.#owned
+      ? await (this.#source as unknown as PgPool).connect()
+      : (this.#source as unknown as PgClient);
+    if (this.#closed) {
+      if (this.#owned) client.release?.(true);
+      throw this.#options.describe('LISTEN', new Error('the store is closed'));
+    }
+    client.on('notification', this.#onNotification);
+    if (this.#owned) {
+      client.on('error', this.#onLost);
+      client.on('end', this.#onLost);
+    }
+    this.#client = client;
+    return client;
+  }
+
+  async #listenOn(client: PgClient, channel: string): Promise<void> {
+    const listens = LISTENS.get(client) ?? new Map<string, number>();
+    LISTENS.set(client, listens);
+    if (count(listens, channel, 1) > 1) return;
+    try {
+      await client.query({ text: `LISTEN ${quoteIdentifier(channel)}` });
+    } catch (error) {
+      count(listens, channel, -1);
+      throw this.#options.describe('LISTEN', error);
+    }
+  }
+
+  async #unlistenOn(client: PgClient, channel: string): Promise<void> {
+    const listens = LISTENS.get(client);
+    if (!listens || count(listens, channel, -1) > 0) return;
+    await client.query({ text: `UNLISTEN ${quoteIdentifier(channel)}` });
+  }
+
+  #unhook(client: PgClient): void {
+    client.off('notification', this.#onNotification);
+    client.off('error', this.#onLost);
+    client.off('end', this.#onLost);
+  }
+
+  async #detach(): Promise<void> {
+    const client = this.#client;
+    if (!client) return;
+    this.#client = undefined;
+    this.#unhook(client);
+    if (!this.#owned) return;
+    // A session goes back to the pool listening to nothing; one that cannot say so is destroyed.
+    try {
+      await client.query({ text: 'UNLISTEN *' });
+      client.release?.();
+    } catch (error) {
+      client.release?.(error);
+    }
+    LISTENS.delete(client);
+  }
+
+  /** The pool's session died (the server restarted, the connection was cut): open another, LISTEN again. */
+  #lost(error: Error): void {
+    const client = this.#client;
+    if (!client) return;
+    this.#client = undefined;
+    this.#unhook(client);
+    LISTENS.delete(client);
+    client.release?.(error);
+    this.#options.onError(this.#options.describe('LISTEN', error));
+    this.#scheduleRestore();
+  }
+
+  #scheduleRestore(): void {
+    if (this.#closed || this.#channels.size === 0 || this.#restore !== undefined) return;
+    this.#restore = setTimeout(() => {
+      this.#restore = undefined;
+      this.#run(async () => {
+        if (this.#closed || this.#client || this.#channels.size === 0) return;
+        const client = await this.#session();
+        for (const channel of this.#channels) await this.#listenOn(client, channel);
+        this.#restoreDelay = DEFAULTS.resubscribeDelay;
+      }).catch((e: unknown) => {
+        // Waiters go on meanwhile on their timers (bounded by the holder's lease).
+        this.#options.onError(e);
+        const client = this.#client;
+        if (client) {
+          this.#client = undefined;
+          this.#unhook(client);
+          LISTENS.delete(client);
+          client.release?.(e);
+        }
+        this.#restoreDelay = Math.min(this.#restoreDelay * 2, DEFAULTS.maxPark);
+        this.#scheduleRestore();
+      });
+    }, this.#restoreDelay);
+    this.#restore.unref?.();
+  }
+}

@@ -1,0 +1,345 @@
+import type { LockError } from '../../core/errors.js';
+import { ChannelHub } from '../channel-hub.js';
+import { globMatcher } from '../memory/glob.js';
+import type * as Port from '../port.js';
+import { STORE } from '../port.js';
+import { addressOf, isUnavailable, type PgBackend, type PgPool, type Row, storeError } from './connection.js';
+import { Listener } from './listener.js';
+import { channelOf, decodeHandOff, Reply, type Statements, statements } from './queries.js';
+import { migrationSql, SCHEMA_VERSION, type SchemaNames, schemaNames } from './schema.js';
+
+export interface PostgresStoreOptions {
+  /** The namespace of every table, sequence, function and channel this store uses. */
+  readonly prefix: string;
+  /** Where background failures go (the listening connection). */
+  readonly onError?: ((error: unknown) => void) | undefined;
+  /**
+   * Where to LISTEN for hand-offs: a pool (one session is checked out while anyone waits) or a
+   * client (its own session). Default: the backend itself. Behind PgBouncer in transaction mode,
+   * give a direct connection here: LISTEN needs a session of its own.
+   */
+  readonly listen?: PgBackend | undefined;
+  /** Apply the migration on first use (checked with one read, run only when missing). Default true. */
+  readonly migrate?: boolean | undefined;
+}
+
+/** SQLSTATEs of a schema that is not there: undefined table, undefined function. */
+const MISSING_SCHEMA = new Set(['42P01', '42883']);
+
+const RELEASE_REPLIES: readonly Port.ReleaseReply[] = ['released', 'expired', 'not-owner'];
+const EXTEND_REPLIES: readonly Port.ExtendReply[] = ['extended', 'expired', 'not-owner'];
+
+/** How an acquire takes part in the queue, as the acquire function takes it. */
+function queueCode(queue: Port.AcquireRequest['queue']): number {
+  if (queue === 'join') return 1;
+  return queue === 'member' ? 2 : 0;
+}
+
+/** The literal start of a glob, to narrow a scan: everything before its first special character. */
+function literalStart(glob: string): string {
+  const special = glob.search(/[*?[\\]/);
+  return special < 0 ? glob : glob.slice(0, special);
+}
+
+/**
+ * The ports on PostgreSQL, for one prefix: every call is one statement on the pool or client
+ * (one transaction, one round trip), leases on the database's clock, tokens from a sequence,
+ * hand-offs by NOTIFY on one channel per lock, heard on one listening connection per store.
+ */
+export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore {
+  readonly [STORE] = true;
+  readonly kind = 'postgres';
+  readonly address: string;
+  readonly #db: PgPool;
+  readonly #prefix: string;
+  readonly #names: SchemaNames;
+  readonly #sql: Statements;
+  readonly #migrate: boolean;
+  readonly #onError: (error: unknown) => void;
+  readonly #listenOn: PgBackend;
+  #ready: Promise<void> | undefined;
+  #lastError: unknown;
+  #listener: Listener | undefined;
+  #hub: ChannelHub<Port.HandOff> | undefined;
+
+  constructor(db: PgBackend, { prefix, onError = () => {}, listen, migrate = true }: PostgresStoreOptions) {
+    // A pool and a client both run a statement with query({ text, values }).
+    this.#db = db as unknown as PgPool;
+    this.#prefix = prefix;
+    this.#names = schemaNames(prefix);
+    this.#sql = statements(this.#names);
+    this.#migrate = migrate;
+    this.#onError = onError;
+    this.#listenOn = listen ?? db;
+    this.address = addressOf(db);
+  }
+
+  /** The schema's objects for this store's prefix (quoted identifiers). */
+  get names(): SchemaNames {
+    return this.#names;
+  }
+
+  /** The last connection error, while calls fail for want of the database. */
+  lastError(): unknown {
+    return this.#lastError;
+  }
+
+  #error(action: string, error: unknown): LockError {
+    const failure = storeError(this.kind, this.address, action, error);
+    const state = (error as { code?: unknown } | null)?.code;
+    if (typeof state === 'string' && MISSING_SCHEMA.has(state)) {
+      failure.message += `: the schema of prefix ${JSON.stringify(this.#prefix)} is missing or out of date (run migrationSql(prefix), or let the store migrate on first use)`;
+    }
+    return failure;
+  }
+
+  /** The schema, checked once (one read) and created when missing; a failed check is tried again on the next call. */
+  #prepare(): Promise<void> {
+    this.#ready ??= (async () => {
+      if (!this.#migrate) return;
+      const { rows } = await this.#db.query({ text: this.#sql.version, values: [this.#names.locks] });
+      if (rows[0]?.version === SCHEMA_VERSION) return;
+      // One simple-protocol query: its statements run as one transaction.
+      await this.#db.query({ text: migrationSql(this.#prefix) });
+    })().catch((error: unknown) => {
+      this.#ready = undefined;
+      if (isUnavailable(error)) this.#lastError = error;
+      throw this.#error('migrate', error);
+    });
+    return this.#ready;
+  }
+
+  /** Run one statement and decode its rows: the one path of every call. */
+  #call<T>(
+    action: string,
+    text: string,
+    values: readonly unknown[],
+    decode: (rows: Row[], reply: Reply) => T,
+  ): Promise<T> {
+    return this.#prepare()
+      .then(() => this.#db.query({ text, values }))
+      .then(
+        ({ rows }) => {
+          this.#lastError = undefined;
+          return decode(rows, new Reply(this.kind, action));
+        },
+        (error: unknown) => {
+          if (isUnavailable(error)) this.#lastError = error;
+          throw this.#error(action, error);
+        },
+      );
+  }
+
+  acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply> {
+    const values = [
+      name,
+      r.owner,
+      r.ttl,
+      r.minFence ?? 0,
+      queueCode(r.queue),
+      r.instance,
+      r.fenceRetention,
+      r.waiterLease,
+    ];
+    return this.#call('acquire', this.#sql.acquire, values, (rows, reply) => {
+      const row = reply.row(rows);
+      const value = reply.int(row.value, 'value');
+      return reply.bool(row.acquired, 'acquired') ? { acquired: true, fence: value } : { acquired: false, pttl: value };
+    });
+  }
+
+  #handOnArgs(name: string, handOn: Port.HandOn): unknown[] {
+    return [handOn.reservation, handOn.announce, channelOf(this.#prefix, name)];
+  }
+
+  release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+    return this.#call('release', this.#sql.release, values, (rows, reply) =>
+      reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
+    );
+  }
+
+  extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
+    return this.#call('extend', this.#sql.extend, [name, owner, ttl], (rows, reply) =>
+      reply.oneOf(reply.row(rows).reply, 'reply', EXTEND_REPLIES),
+    );
+  }
+
+  leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+    return this.#call('leave', this.#sql.leave, values, (rows, reply) => {
+      reply.bool(reply.row(rows).reply, 'reply');
+    });
+  }
+
+  inspect(name: string): Promise<Port.LockState> {
+    return this.#call('inspect', this.#sql.inspect, [name], (rows, reply) => {
+      const row = reply.row(rows);
+      const held = reply.flag(row.live, 'live') && !reply.flag(row.reserved, 'reserved');
+      const counted = reply.flag(row.counted, 'counted');
+      const releasedBy = counted ? reply.textOrNull(row.released_by, 'released_by') : null;
+      const fence = counted ? reply.int(row.fence, 'fence') : 0;
+      const holder =
+        held && counted && releasedBy === null
+          ? {
+              token: fence,
+              takenAt: reply.int(row.taken_at, 'taken_at'),
+              instance: reply.textOrNull(row.instance, 'instance') ?? '',
+            }
+          : null;
+      return {
+        owner: held ? reply.text(row.owner, 'owner') : null,
+        pttl: held ? reply.int(row.pttl, 'pttl') : -2,
+        fence,
+        holder,
+        releasedBy,
+      };
+    });
+  }
+
+  claimTick(name: string, r: Port.ClaimRequest): Promise<Port.ClaimReply> {
+    const values = [name, r.owner, r.ttl, r.tick, r.instance, r.historyLimit, r.fenceRetention, r.clockTolerance];
+    return this.#call('claim-tick', this.#sql.claimTick, values, (rows, reply): Port.ClaimReply => {
+      const row = reply.row(rows);
+      const code = reply.int(row.code, 'code');
+      const value = reply.int(row.value, 'value');
+      if (code === 1) return { claimed: true, fence: reply.int(row.token, 'token'), startedAt: value };
+      if (code === 0) return { claimed: false, reason: 'locked', pttl: value };
+      if (code === -1) return { claimed: false, reason: 'already-ran', lastTick: value };
+      if (code === -2) return { claimed: false, reason: 'clock-skew', now: value };
+      throw reply.bad(`code = ${code}`);
+    });
+  }
+
+  finishTick(name: string, r: Port.FinishRequest): Promise<Port.FinishReply> {
+    const values = [
+      name,
+      r.owner,
+      r.fence,
+      r.startedAt,
+      r.outcome,
+      r.error,
+      r.lockAtLeastFor,
+      ...this.#handOnArgs(name, r.handOn),
+    ];
+    return this.#call('finish-tick', this.#sql.finishTick, values, (rows, reply): Port.FinishReply => {
+      const row = reply.row(rows);
+      const code = reply.int(row.code, 'code');
+      if (code === 1) return { lease: 'kept', remaining: reply.int(row.remaining, 'remaining') };
+      if (code === 2) return { lease: 'released' };
+      if (code === 0) return { lease: 'expired' };
+      if (code === -1) return { lease: 'not-owner' };
+      throw reply.bad(`code = ${code}`);
+    });
+  }
+
+  readJob(name: string, limit: number): Promise<Port.JobState> {
+    return this.#call('read-job', this.#sql.readJob, [name, Math.max(0, limit)], (rows, reply) => {
+      const row = reply.row(rows);
+      return {
+        held: reply.bool(row.held, 'held'),
+        fence: reply.int(row.fence, 'fence'),
+        lastTick: reply.intOrNull(row.tick, 'tick'),
+        runs: reply.runs(row.runs),
+      };
+    });
+  }
+
+  forgetJob(name: string): Promise<void> {
+    return this.#call('forget-job', this.#sql.forgetJob, [name], () => undefined);
+  }
+
+  /** Where lock `name` lives: its row of the locks table. */
+  locate(name: string): string {
+    return `${this.#names.locks} row ${JSON.stringify(name)}`;
+  }
+
+  forceRelease(name: string, handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
+    const values = [name, ...this.#handOnArgs(name, handOn)];
+    return this.#call('force-release', this.#sql.forceRelease, values, (rows, reply): Port.ForceReleaseReply => {
+      const row = reply.row(rows);
+      if (!reply.bool(row.released, 'released')) return { result: 'not-held' };
+      const token = reply.intOrNull(row.holder_token, 'holder_token');
+      const holder =
+        token === null
+          ? null
+          : {
+              token,
+              takenAt: reply.int(row.holder_taken_at, 'holder_taken_at'),
+              instance: reply.textOrNull(row.holder_instance, 'holder_instance') ?? '',
+            };
+      return {
+        result: 'released',
+        owner: reply.text(row.holder, 'holder'),
+        holder,
+        woken: reply.textOrNull(row.woken, 'woken'),
+      };
+    });
+  }
+
+  queued(name: string, limit: number): Promise<Port.QueueState> {
+    return this.#call('queued', this.#sql.queued, [name, Math.max(0, limit)], (rows, reply) => {
+      const row = reply.row(rows);
+      const owner = reply.textOrNull(row.reserved, 'reserved');
+      return {
+        count: reply.int(row.count, 'count'),
+        first: reply.texts(row.first, 'first'),
+        reserved: owner === null ? null : { owner, pttl: reply.int(row.pttl, 'pttl') },
+      };
+    });
+  }
+
+  /**
+   * Held locks whose names match the glob, a page of `count` names (by name order) per statement.
+   * The glob is matched here, with Redis's semantics (as the memory store matches it); its literal
+   * start narrows what the database returns.
+   */
+  async *scanLocks(match: string, count: number): AsyncGenerator<string> {
+    const matches = globMatcher(match);
+    const start = literalStart(match);
+    const page = Math.min(Math.max(1, Math.floor(count) || 1), 1_000);
+    let after = '';
+    for (;;) {
+      const names = await this.#call('scan-locks', this.#sql.scan, [after, start, page], (rows, reply) =>
+        rows.map((row) => reply.text(row.name, 'name')),
+      );
+      for (const name of names) if (matches(name)) yield name;
+      const last = names.at(-1);
+      if (last === undefined || names.length < page) return;
+      after = last;
+    }
+  }
+
+  async watch(name: string, onHandOff: (handOff: Port.HandOff) => void): Promise<() => void> {
+    return this.#openHub().subscribe(channelOf(this.#prefix, name), onHandOff);
+  }
+
+  /** The listening connection and its hub, made on the first watch; the session is opened on the first LISTEN. */
+  #openHub(): ChannelHub<Port.HandOff> {
+    if (this.#hub) return this.#hub;
+    const listener = new Listener(this.#listenOn, {
+      // Each payload is decoded once, however many waiters of this store hear it.
+      deliver: (channel, payload) => hub.deliver(channel, decodeHandOff(payload)),
+      onError: this.#onError,
+      describe: (action, error) => this.#error(action, error),
+    });
+    // The session is held only while someone waits: an idle one would keep a pool's connection.
+    const hub: ChannelHub<Port.HandOff> = new ChannelHub<Port.HandOff>(
+      { subscribe: (ch) => listener.listen(ch), unsubscribe: (ch) => listener.unlisten(ch) },
+      this.#onError,
+      () => listener.idle(),
+    );
+    this.#listener = listener;
+    this.#hub = hub;
+    return hub;
+  }
+
+  /** Stops listening; never ends the caller's pool or client. */
+  async close(): Promise<void> {
+    const listener = this.#listener;
+    this.#listener = undefined;
+    this.#hub?.clear();
+    this.#hub = undefined;
+    await listener?.close();
+  }
+}

@@ -1,0 +1,164 @@
+import { createHash } from 'node:crypto';
+import type { HandOff, StoredOutcome, StoredRun } from '../port.js';
+import { badReply, type Row } from './connection.js';
+import type { SchemaNames } from './schema.js';
+
+/**
+ * Every statement the store sends, built once per prefix: each is one statement (a function of the
+ * schema, or a read-only SELECT), so each is one transaction, and one round trip.
+ */
+export interface Statements {
+  readonly version: string;
+  readonly acquire: string;
+  readonly release: string;
+  readonly extend: string;
+  readonly leave: string;
+  readonly inspect: string;
+  readonly forceRelease: string;
+  readonly queued: string;
+  readonly claimTick: string;
+  readonly finishTick: string;
+  readonly readJob: string;
+  readonly forgetJob: string;
+  readonly scan: string;
+}
+
+/** ms from the statement's clock `c.t` until `until`, when it lies ahead; else NULL. */
+const ahead = (until: string) =>
+  `CASE WHEN ${until} > c.t THEN greatest(0, ceil(extract(epoch FROM (${until} - c.t)) * 1000))::bigint END`;
+
+export function statements(n: SchemaNames): Statements {
+  const clock = '(SELECT clock_timestamp() AS t) c';
+  const args = (count: number) => Array.from({ length: count }, (_, i) => `$${i + 1}`).join(', ');
+  return {
+    version: `SELECT obj_description(to_regclass($1), 'pg_class') AS version`,
+    acquire: `SELECT acquired, value FROM ${n.fn.acquire}(${args(8)})`,
+    release: `SELECT ${n.fn.release}(${args(5)}) AS reply`,
+    extend: `SELECT ${n.fn.extend}(${args(3)}) AS reply`,
+    leave: `SELECT ${n.fn.leave}(${args(5)}) AS reply`,
+    forceRelease: `SELECT * FROM ${n.fn.forceRelease}(${args(4)})`,
+    claimTick: `SELECT code, token, value FROM ${n.fn.claimTick}(${args(8)})`,
+    finishTick: `SELECT code, remaining FROM ${n.fn.finishTick}(${args(10)})`,
+    inspect: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live, ${ahead('l.expires_at')} AS pttl,
+  l.fence_until > c.t AS counted, l.fence, floor(extract(epoch FROM l.taken_at) * 1000)::bigint AS taken_at,
+  l.instance, l.released_by
+FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
+    queued: `SELECT (SELECT count(*) FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t) AS count,
+  ARRAY(SELECT w.owner FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t ORDER BY w.arrival LIMIT $2) AS first,
+  CASE WHEN l.reserved AND l.expires_at > c.t THEN l.owner END AS reserved,
+  CASE WHEN l.reserved THEN ${ahead('l.expires_at')} END AS pttl
+FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
+    readJob: `SELECT coalesce(l.expires_at > c.t AND NOT l.reserved, false) AS held,
+  CASE WHEN l.fence_until > c.t THEN l.fence ELSE 0 END AS fence, l.tick,
+  (SELECT coalesce(json_agg(json_build_object('fence', r.fence::text, 'tick', r.tick::text, 'instance', r.instance,
+      'startedAt', r.started_at::text, 'finishedAt', r.finished_at::text, 'outcome', r.outcome, 'error', r.error)
+    ORDER BY r.fence DESC), '[]')::text
+   FROM (SELECT * FROM ${n.runs} WHERE name = $1 ORDER BY fence DESC LIMIT $2) r) AS runs
+FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
+    forgetJob: `SELECT ${n.fn.forgetJob}($1)`,
+    scan: `SELECT name FROM ${n.locks}
+WHERE name > $1 AND starts_with(name, $2) AND expires_at > clock_timestamp() AND NOT reserved
+ORDER BY name LIMIT $3`,
+  };
+}
+
+/**
+ * The channel the hand-offs of lock `name` are notified on: a hash of the prefix and the name
+ * (a channel is an identifier of at most 63 bytes; a name may be 512 characters).
+ */
+export function channelOf(prefix: string, name: string): string {
+  return `lh_${createHash('sha256').update(`${prefix}\0${name}`).digest('hex').slice(0, 40)}`;
+}
+
+/** A NOTIFY payload '<woken> <next…>' ('' for a hand-off to nobody in particular). */
+export function decodeHandOff(payload: string): HandOff {
+  if (payload === '') return { woken: null, next: [] };
+  const [woken, ...next] = payload.split(' ');
+  return { woken: woken ?? null, next };
+}
+
+/** Decoders of reply values: each says what it expected when the reply is something else. */
+export class Reply {
+  constructor(
+    readonly kind: string,
+    readonly action: string,
+  ) {}
+
+  bad(what: string): Error {
+    return badReply(this.kind, this.action, what);
+  }
+
+  /** The one row a statement returns. */
+  row(rows: readonly Row[]): Row {
+    const row = rows[0];
+    if (rows.length !== 1 || row === undefined) throw this.bad(`${rows.length} rows`);
+    return row;
+  }
+
+  /** An integer, as pg returns int8 (a string) or any type parser the caller set up makes of it. */
+  int(value: unknown, field: string): number {
+    const n = typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : value;
+    const v = typeof n === 'bigint' ? Number(n) : n;
+    if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw this.bad(`${field} = ${String(value)}`);
+    return v;
+  }
+
+  intOrNull(value: unknown, field: string): number | null {
+    return value === null || value === undefined ? null : this.int(value, field);
+  }
+
+  bool(value: unknown, field: string): boolean {
+    if (typeof value === 'boolean') return value;
+    if (value === 't' || value === 'f') return value === 't';
+    throw this.bad(`${field} = ${String(value)}`);
+  }
+
+  /** A boolean that SQL leaves NULL when the row is missing: false. */
+  flag(value: unknown, field: string): boolean {
+    return value === null || value === undefined ? false : this.bool(value, field);
+  }
+
+  text(value: unknown, field: string): string {
+    if (typeof value !== 'string') throw this.bad(`${field} = ${String(value)}`);
+    return value;
+  }
+
+  textOrNull(value: unknown, field: string): string | null {
+    return value === null || value === undefined ? null : this.text(value, field);
+  }
+
+  oneOf<T extends string>(value: unknown, field: string, allowed: readonly T[]): T {
+    if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+      throw this.bad(`${field} = ${String(value)}`);
+    }
+    return value as T;
+  }
+
+  texts(value: unknown, field: string): string[] {
+    if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw this.bad(`${field} = ${value}`);
+    return value;
+  }
+
+  /** The run history, as read-job's JSON text holds it. */
+  runs(value: unknown): StoredRun[] {
+    const text = this.text(value, 'runs');
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw this.bad(`runs = ${text.slice(0, 100)}`);
+    }
+    if (!Array.isArray(parsed)) throw this.bad('runs is not an array');
+    return parsed.map((entry: Record<string, unknown>) => ({
+      fence: this.int(entry.fence, 'run fence'),
+      tick: this.intOrNull(entry.tick, 'run tick'),
+      instance: this.text(entry.instance, 'run instance'),
+      startedAt: this.int(entry.startedAt, 'run startedAt'),
+      finishedAt: this.intOrNull(entry.finishedAt, 'run finishedAt'),
+      outcome: this.oneOf<StoredOutcome>(entry.outcome, 'run outcome', OUTCOMES),
+      error: this.textOrNull(entry.error, 'run error'),
+    }));
+  }
+}
+
+const OUTCOMES: readonly StoredOutcome[] = ['running', 'ok', 'failed', 'done', 'lost', 'abandoned'];
