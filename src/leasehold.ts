@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { AcquireLoop } from './core/acquire-loop.js';
 import { now } from './core/clock.js';
 import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
+import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
 import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
@@ -313,13 +314,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   /** Emit without letting a throwing listener break the lease state machine or a timer. */
   #emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void {
-    try {
-      (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args);
-    } catch (error) {
-      process.nextTick(() => {
-        throw error;
-      });
-    }
+    emitSafely(() => (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args));
   }
 
   #resolve(options: unknown, what: string, waits: boolean): Resolved {

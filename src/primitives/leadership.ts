@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { emitSafely } from '../core/emit.js';
 import { LockTimeoutError, RedisUnavailableError } from '../core/errors.js';
 import type { Lock } from '../core/lock.js';
 
@@ -132,12 +133,6 @@ export class Leadership extends EventEmitter<LeadershipEvents> {
   }
 
   #emitSafely<K extends keyof LeadershipEvents>(event: K, ...args: LeadershipEvents[K]): void {
-    try {
-      (this.emit as (e: K, ...a: LeadershipEvents[K]) => boolean)(event, ...args);
-    } catch (error) {
-      process.nextTick(() => {
-        throw error;
-      });
-    }
+    emitSafely(() => (this.emit as (e: K, ...a: LeadershipEvents[K]) => boolean)(event, ...args));
   }
 }
