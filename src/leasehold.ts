@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { AcquireLoop } from './core/acquire-loop.js';
 import { now } from './core/clock.js';
 import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
+import { type AcquireContext, channels, outcomeOf, trace, tracing } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
 import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
@@ -293,6 +294,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     this.#context = {
       keeper: this.#keeper,
       driftFactor,
+      instance: common.instance,
       extend: (name, owner, ttl) => this.#engine.extend(name, owner, ttl),
       release: async (lock) => {
         const released = await this.#engine.release(lock.name, lock.owner);
@@ -314,6 +316,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   /** Emit without letting a throwing listener break the lease state machine or a timer. */
   #emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void {
+    if (event === 'backendError' && channels.backendError.hasSubscribers) {
+      const [{ error, operation }] = args as LeaseholdEvents['backendError'];
+      channels.backendError.publish({ instance: this.#common.instance, operation, error });
+    }
     emitSafely(() => (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args));
   }
 
@@ -351,13 +357,32 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     }
   }
 
-  async #acquire(name: string, o: Resolved): Promise<Lock> {
+  #acquire(name: string, o: Resolved): Promise<Lock> {
     if (o.reentrant) {
       const held = this.#reentrancy.held(name);
-      if (held) return held.reenter();
+      if (held) return Promise.resolve(held.reenter());
     }
-    const owner = newOwnerToken();
     const started = now();
+    const instance = this.#common.instance;
+    return trace(
+      tracing.acquire,
+      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: 'mutex' }),
+      () => this.#take1(name, o, started),
+      (ctx, lock) => {
+        ctx.owner = lock.owner;
+        ctx.fencingToken = lock.fencingToken;
+        ctx.waited = Math.round(now() - started);
+        ctx.outcome = 'acquired';
+      },
+      (ctx, error) => {
+        ctx.waited = Math.round(now() - started);
+        ctx.outcome = outcomeOf(error);
+      },
+    );
+  }
+
+  async #take1(name: string, o: Resolved, started: number): Promise<Lock> {
+    const owner = newOwnerToken();
     const engine = this.#engine;
     const outcome = await this.#loop.run<Granted, null>({
       name,

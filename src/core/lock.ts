@@ -1,4 +1,5 @@
 import { now } from './clock.js';
+import { channels, type ExtendContext, type ReleaseContext, trace, tracing } from './diagnostics.js';
 import { DEFAULTS } from './defaults.js';
 import type { ExtendOutcome } from './engine.js';
 import { type CurrentHolder, LockLostError, type LostReason } from './errors.js';
@@ -10,6 +11,8 @@ export interface LockContext {
   readonly keeper: LeaseKeeper;
   /** The instance's drift factor: it sets the shortest ttl an extension may ask for. */
   readonly driftFactor: number;
+  /** The instance's label, for diagnostics. */
+  readonly instance: string;
   extend(name: string, owner: string, ttl: number): Promise<ExtendOutcome>;
   release(lock: Lock): Promise<boolean>;
   onLost(lock: Lock, error: LockLostError): void;
@@ -61,6 +64,8 @@ export class Lock implements AsyncDisposable {
   #holds = 1;
   /** This handle was released (its hold given up), whatever became of the lease. */
   #handleReleased = false;
+  /** Monotonic time of the grant, for how long the lease was held. */
+  readonly #takenAt = now();
 
   /** @internal Created by Leasehold on acquisition; with `root`, a reentrant hold of root's lease. */
   constructor(init: LockInit, context: LockContext, root?: Lock) {
@@ -166,7 +171,19 @@ export class Lock implements AsyncDisposable {
     this.#state = 'released';
     this.#context.keeper.cancel(this.#kept);
     this.#context.onDone(this);
-    return this.#context.release(this);
+    return trace(
+      tracing.release,
+      (): ReleaseContext => ({ ...this.#message(), heldFor: Math.round(now() - this.#takenAt) }),
+      () => this.#context.release(this),
+      (ctx, released) => {
+        ctx.released = released;
+      },
+    );
+  }
+
+  /** Who this lease is, for diagnostics. */
+  #message() {
+    return { name: this.name, instance: this.#context.instance, owner: this.owner, fencingToken: this.fencingToken };
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -213,7 +230,17 @@ export class Lock implements AsyncDisposable {
     const ttl = this.#ttl;
     let outcome: ExtendOutcome;
     try {
-      outcome = await this.#context.extend(this.name, this.owner, ttl);
+      outcome = await trace(
+        tracing.extend,
+        (): ExtendContext => ({ ...this.#message(), ttl }),
+        () => this.#context.extend(this.name, this.owner, ttl),
+        (ctx, o) => {
+          ctx.outcome = o.extended ? 'extended' : 'lost';
+        },
+        (ctx) => {
+          ctx.outcome = 'failed';
+        },
+      );
     } catch (error) {
       if (this.#state !== 'held') return;
       this.#nextExtendAt = now() + Math.max(1, ttl * DEFAULTS.extendRetryFraction);
@@ -244,6 +271,9 @@ export class Lock implements AsyncDisposable {
     this.#lostError = error;
     this.#context.onDone(this);
     this.#controller?.abort(error);
+    if (channels.lost.hasSubscribers) {
+      channels.lost.publish({ ...this.#message(), reason, heldFor: Math.round(now() - this.#takenAt) });
+    }
     this.#context.onLost(this, error);
   }
 
