@@ -1,6 +1,6 @@
 import { now } from './clock.js';
-import { channels, type ExtendContext, type ReleaseContext, trace, tracing } from './diagnostics.js';
 import { DEFAULTS } from './defaults.js';
+import { channels, type ExtendContext, type ReleaseContext, trace, tracing } from './diagnostics.js';
 import type { ExtendOutcome } from './engine.js';
 import { type CurrentHolder, LockLostError, type LostReason } from './errors.js';
 import type { Kept, LeaseKeeper } from './lease-keeper.js';

@@ -1,5 +1,6 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
+import { channels } from './diagnostics.js';
 import type { HandOff } from './engine.js';
 
 /**
@@ -250,7 +251,10 @@ export class WaitQueues {
 
   /** Subscribe `queue` to its release channel; on failure, try again (backing off) while it has waiters. */
   #subscribe(name: string, queue: Queue, subscribe: Subscribe): void {
-    queue.subscribing = subscribe((handOff) => queue.deliver(handOff)).then(
+    queue.subscribing = subscribe((handOff) => {
+      if (channels.handoff.hasSubscribers) channels.handoff.publish({ name, ...handOff });
+      queue.deliver(handOff);
+    }).then(
       (unsubscribe) => {
         if (this.#queues.get(name) !== queue || this.#closed) {
           unsubscribe();

@@ -1,6 +1,7 @@
 import type { AcquireLoop, Outcome } from '../core/acquire-loop.js';
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
+import { channels, type JobMessage } from '../core/diagnostics.js';
 import { closedError, ErrorCode, invalidArgument, LockError, RedisUnavailableError } from '../core/errors.js';
 import { Lock } from '../core/lock.js';
 import { NEVER_ABORTED } from '../core/never-aborted.js';
@@ -14,6 +15,11 @@ import type { RunSettings } from './options.js';
 import type { HeldJobRun, JobRun, JobTask, SkipReason } from './types.js';
 
 type Finished = FinishRequest['outcome'];
+
+/** Tell diagnostics how a tick went; nothing while nobody listens. */
+function told(message: JobMessage): void {
+  if (channels.job.hasSubscribers) channels.job.publish(message);
+}
 
 function errorText(error: unknown): string {
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
@@ -160,6 +166,7 @@ export class Runner {
   }
 
   #skip(name: string, tick: Date | null, instance: string, reason: SkipReason, error?: unknown): Claim {
+    told({ name, tick, instance, outcome: 'skipped', reason });
     if (error === undefined) {
       this.#host.emit('jobSkipped', { name, tick, instance, reason });
       return { kind: 'skipped', reason };
@@ -177,6 +184,13 @@ export class Runner {
       if (!held) return;
       const error = held.lock.lostError;
       if (error) {
+        told({
+          name: run.name,
+          tick: run.tick,
+          instance: run.instance,
+          outcome: 'lost',
+          fencingToken: run.fencingToken,
+        });
         this.#host.emit('jobLost', {
           name: run.name,
           tick: run.tick,
@@ -208,6 +222,7 @@ export class Runner {
   /** Emit `jobRun` or `jobFailed` for a performed run. */
   report(run: JobRun, result: Performed<unknown>): void {
     const base = { name: run.name, tick: run.tick, instance: run.instance, fencingToken: run.fencingToken };
+    told({ ...base, outcome: result.ok ? 'ran' : 'failed', duration: result.duration });
     if (result.ok) this.#host.emit('jobRun', { ...base, duration: result.duration });
     else this.#host.emit('jobFailed', { ...base, duration: result.duration, error: result.error });
   }

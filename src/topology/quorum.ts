@@ -37,6 +37,7 @@
 import { backoff } from '../core/backoff.js';
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
+import { channels, type QuorumMessage } from '../core/diagnostics.js';
 import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
 import { invalidArgument, type NodeOutcome, QuorumError } from '../core/errors.js';
 import { lossKind, releaseVerdict, retryHint, type Vote, validity, verdict } from '../core/quorum.js';
@@ -178,6 +179,7 @@ export class Quorum implements LockEngine {
       acquireVote,
     );
     await acquire.until(decided);
+    this.#told(name, 'acquire', acquire, acquireOutcome);
     // The grants in so far: how many, their largest token M, and how many of them issued M.
     let grants = 0;
     let fence = 0;
@@ -240,6 +242,18 @@ export class Quorum implements LockEngine {
     const validUntil = this.validUntil(sentAt, ttl);
     if (validUntil - now() < 1) return this.#fail(name, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
     return { acquired: true, fencingToken: fence, validUntil, owner };
+  }
+
+  /** Tell diagnostics how a round was decided (each node's outcome so far); nothing while nobody listens. */
+  #told<T>(
+    name: string,
+    operation: QuorumMessage['operation'],
+    round: Round<T, Node>,
+    answer: (value: T) => Outcome,
+  ): void {
+    if (!channels.quorum.hasSubscribers) return;
+    const outcomes = round.outcomes(answer).map(({ node, outcome }) => ({ node, outcome }));
+    channels.quorum.publish({ name, operation, quorum: this.#quorum, verdict: verdict(round.tally), outcomes });
   }
 
   /** A won vote that cannot be used after all: give back what it took, then throw. */
@@ -345,6 +359,7 @@ export class Quorum implements LockEngine {
       extendVote,
     );
     await round.until(extendDecided);
+    this.#told(name, 'extend', round, extendOutcome);
     if (verdict(round.tally) === 'won') {
       round.reportFailures(this.#onError, true);
       const validUntil = this.validUntil(sentAt, ttl);
@@ -375,6 +390,7 @@ export class Quorum implements LockEngine {
       releaseVote,
     );
     await round.until(everyNode);
+    this.#told(name, 'release', round, releaseOutcome);
     const decided = releaseVerdict(round.tally);
     if (decided === 'unknown') {
       throw new QuorumError(
