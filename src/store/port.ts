@@ -285,7 +285,8 @@ export interface Store
     Partial<FenceStore>,
     Partial<JobStore>,
     Partial<AdminStore>,
-    Partial<ConfigStore> {
+    Partial<ConfigStore>,
+    Partial<SharedStore> {
   scope?(prefix: string): Store;
 }
 
@@ -296,6 +297,7 @@ export interface StorePorts {
   readonly jobs: JobStore | undefined;
   readonly admin: AdminStore | undefined;
   readonly config: ConfigStore | undefined;
+  readonly shared: SharedStore | undefined;
 }
 
 function has<T>(store: Store, methods: readonly string[]): T | undefined {
@@ -311,6 +313,7 @@ export function portsOf(store: Store): StorePorts {
     jobs: has<JobStore>(store, ['claimTick', 'finishTick', 'readJob', 'forgetJob']),
     admin: has<AdminStore>(store, ['scanLocks', 'forceRelease', 'queued']),
     config: has<ConfigStore>(store, ['evictionPolicies']),
+    shared: has<SharedStore>(store, ['acquireShared', 'extendShared', 'releaseShared', 'leaveShared', 'inspectShared']),
   };
 }
 
@@ -319,4 +322,79 @@ export const STORE = Symbol.for('leasehold.store');
 
 export function isStore(value: unknown): value is Store {
   return typeof value === 'object' && value !== null && (value as { [STORE]?: unknown })[STORE] === true;
+}
+
+/**
+ * A hold on a lock that admits several holders at once: one of `limit` permits of a semaphore, or
+ * (limit 0) a shared hold of a read-write lock. A name is one lock whatever holds it: its exclusive
+ * holder is the LeaseStore's (a mutex, a job lock, or a read-write lock's exclusive mode), which
+ * excludes every shared hold and is excluded by any; the holds share the lock's fencing counter and
+ * its waiters' queue.
+ */
+export interface SharedRequest extends Omit<AcquireRequest, 'minFence'> {
+  /** Holders admitted at once: a semaphore's permits (≥ 1), or 0 for a read-write lock's shared holds (no bound). */
+  readonly limit: number;
+  /** How a free lock whose first live waiter is exclusive is handed to that waiter, as a release hands it on. */
+  readonly handOn: HandOn;
+}
+
+export type SharedAcquireReply =
+  | AcquireReply
+  /**
+   * The name is held as another kind of shared lock: `heldAs` is the limit it was taken with (a
+   * semaphore's permits, or 0 for a read-write lock's shared holds). Nothing changed.
+   */
+  | { readonly acquired: false; readonly heldAs: number };
+
+/** One shared hold, as operator tooling shows it. */
+export interface SharedHold extends Holder {
+  readonly owner: string;
+  /** ms its lease has left. */
+  readonly pttl: number;
+}
+
+/** Who holds a lock that admits several holders, read in one step. */
+export interface SharedState {
+  /**
+   * `semaphore` and `shared` (a read-write lock's shared holds): held by `holds`; `exclusive`: held
+   * by one owner (LeaseStore.inspect tells which); `free`: neither (perhaps reserved for a waiter).
+   */
+  readonly mode: 'free' | 'exclusive' | 'shared' | 'semaphore';
+  /** A semaphore's permits; null for any other mode. */
+  readonly limit: number | null;
+  /** The live holds, oldest lease end first. */
+  readonly holds: readonly SharedHold[];
+  /** Waiters a hand-off admitted and that have not taken their hold yet (a permit, or a place among shared holders). */
+  readonly reserved: readonly string[];
+}
+
+/**
+ * Locks of several holders (semaphores, read-write locks), by name. Each hold has its own lease,
+ * owner token and fencing token (from the lock's one counter: above every token issued before for
+ * the name, never below the store's clock in µs). Holds whose lease ran out are reclaimed on the
+ * store's clock. Waiting is the lock's FIFO queue: a shared request refused joins it, and writers
+ * are not starved: while an exclusive waiter is queued, later shared requests queue behind it, and
+ * shared waiters at the head of the queue are admitted together. `LeaseStore.inspect` shows a lock
+ * held by shared holds with no owner; `inspectShared` lists them.
+ */
+export interface SharedStore {
+  /**
+   * Take a shared hold for `request.owner` if the lock is not held exclusively nor reserved for
+   * others, a permit is free (limit > 0) and no exclusive waiter is queued ahead; when refused, a
+   * caller that will wait joins the queue. Idempotent per owner. A name held as another kind
+   * (another limit) answers `heldAs` and changes nothing.
+   */
+  acquireShared(name: string, request: SharedRequest): Promise<SharedAcquireReply>;
+  /** Reset `owner`'s hold to `ttl` ms if it is live. */
+  extendShared(name: string, owner: string, ttl: number): Promise<ExtendReply>;
+  /**
+   * End `owner`'s hold, and hand on what it freed: the lock itself to the first waiter once no hold
+   * is left, or free permits to the shared waiters at the head. Idempotent per owner until the
+   * next acquisition of the name.
+   */
+  releaseShared(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply>;
+  /** A shared waiter gives up: leave the queue, passing on a place a hand-off reserved for it. */
+  leaveShared(name: string, owner: string, handOn: HandOn): Promise<void>;
+  /** The lock's shared holds and reservations (operator tooling, tests). */
+  inspectShared(name: string): Promise<SharedState>;
 }

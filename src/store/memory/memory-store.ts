@@ -14,12 +14,17 @@ import {
   type LockState,
   type QueueState,
   type ReleaseReply,
+  type SharedAcquireReply,
+  type SharedRequest,
+  type SharedState,
+  type SharedStore,
   STORE,
   type Store,
 } from '../port.js';
 import { globMatcher } from './glob.js';
 import { claimTick, finishTick, readJob } from './jobs.js';
 import { type LockRecord, left } from './record.js';
+import { acquireShared, extendShared, inspectShared, leaveShared, releaseShared } from './shared.js';
 import { Space } from './space.js';
 
 /** What a store (or a scope of one) acts on: its prefix's space, and every prefix's, shared by its scopes. */
@@ -65,7 +70,7 @@ function step<T>(store: MemoryStore, name: string, run: (record: LockRecord) => 
  * under another one, so Leaseholds of one prefix on one store share their locks and Leaseholds of
  * different prefixes do not.
  */
-export class MemoryStore implements Store {
+export class MemoryStore implements Store, SharedStore {
   readonly [STORE] = true;
   readonly kind = 'memory';
 
@@ -119,7 +124,8 @@ export class MemoryStore implements Store {
 
   async inspect(name: string): Promise<LockState> {
     return step(this, name, (lock) => {
-      const held = lock.lease;
+      // Shared holds' mark is no owner: inspectShared lists them.
+      const held = lock.lease?.owner.startsWith('^') ? undefined : lock.lease;
       const releasedBy = lock.releasedBy;
       return {
         owner: held?.owner ?? null,
@@ -129,6 +135,26 @@ export class MemoryStore implements Store {
         releasedBy,
       };
     });
+  }
+
+  async acquireShared(name: string, request: SharedRequest): Promise<SharedAcquireReply> {
+    return step(this, name, (lock) => acquireShared(lock, request));
+  }
+
+  async extendShared(name: string, owner: string, ttl: number): Promise<ExtendReply> {
+    return step(this, name, (lock) => extendShared(lock, owner, ttl));
+  }
+
+  async releaseShared(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+    return step(this, name, (lock) => releaseShared(lock, owner, handOn));
+  }
+
+  async leaveShared(name: string, owner: string, handOn: HandOn): Promise<void> {
+    step(this, name, (lock) => leaveShared(lock, owner, handOn));
+  }
+
+  async inspectShared(name: string): Promise<SharedState> {
+    return step(this, name, (lock) => inspectShared(lock));
   }
 
   async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {

@@ -8,10 +8,39 @@ import type { HandOff, HandOn, Holder, ReleaseReply, StoredRun } from '../port.j
  * `*` mark makes it.
  */
 export interface Lease {
+  /**
+   * The holder's owner token; for a reservation, the waiter's (or several shared waiters' tokens,
+   * space-separated); '^<limit>' while shared holds hold the lock (see shared.ts), as the Redis
+   * lock value says it.
+   */
   readonly owner: string;
   expiresAt: number;
   flagged: boolean;
 }
+
+/**
+ * A shared hold (a semaphore's permit, a read-write lock's shared hold) until `expiresAt`
+ * (monotonic ms; 0 once released), with its grant; or a reservation of one for a waiter (grant null).
+ */
+export interface SharedHold {
+  expiresAt: number;
+  readonly grant: Holder | null;
+}
+
+/** A queued waiter: its liveness deadline, and its kind: '' for a waiter of the lock itself, '^<limit>' for a shared one. */
+interface Waiting {
+  readonly deadline: number;
+  readonly kind: string;
+}
+
+/** The first live waiter of a queue, and its kind. */
+interface Live {
+  readonly owner: string;
+  readonly kind: string;
+}
+
+/** Shared waiters one hand-off admits together at most, when their kind has no limit (lua/lib/hand-on.lua). */
+export const MAX_ADMITTED = 64;
 
 /** The fencing counter: the latest token, the grant it records, and the owner that released that grant. */
 interface Counter {
@@ -49,7 +78,12 @@ export class LockRecord {
   #reservation: Lease | undefined;
   #counter: Counter | undefined;
   /** Waiters in arrival order (a Map keeps insertion order), each with its liveness deadline. */
-  readonly #waiters = new Map<string, number>();
+  readonly #waiters = new Map<string, Waiting>();
+  /**
+   * Shared holds and reservations of them, by owner (see shared.ts). They mean something only while
+   * the lease is the mark of shared holds ('^<limit>'); whoever takes the lock otherwise clears them.
+   */
+  readonly holds = new Map<string, SharedHold>();
   /** The latest tick claimed (ms since the epoch); never expires. */
   tick: number | null = null;
   /** The run history, oldest first (ascending fencing token), as the Redis sorted set orders it. */
@@ -64,6 +98,17 @@ export class LockRecord {
   get lease(): Lease | undefined {
     this.#lease = unexpired(this.#lease);
     return this.#lease;
+  }
+
+  /** Set the lease (shared holds' mark, see shared.ts): the reservation, if any, is used up. */
+  hold(lease: Lease): void {
+    this.#lease = lease;
+    this.#reservation = undefined;
+  }
+
+  /** Keep the lock reserved as `reservation` says (fewer shared waiters, after one left). */
+  reserve(reservation: Lease): void {
+    this.#reservation = reservation;
   }
 
   /** The waiter a hand-off reserved the lock for, while its reservation lasts. */
@@ -111,14 +156,19 @@ export class LockRecord {
    * the next token: above the counter and `minFence`, never below the clock in µs (lua/lib/lease.lua).
    */
   grant(owner: string, ttl: number, minFence: number, instance: string, retention: number): number {
-    const token = Math.max(this.fence + 1, clockMicros(), minFence);
     // A reserved lock keeps the flag of the waiters behind.
     const flagged = this.reservation?.flagged ?? false;
     this.#reservation = undefined;
     this.#lease = { owner, expiresAt: now() + ttl, flagged };
+    return this.issue(minFence, instance, retention).token;
+  }
+
+  /** Issue the next token and record the grant in the counter (lua/lib/lease.lua's issue). */
+  issue(minFence: number, instance: string, retention: number): Holder {
+    const token = Math.max(this.fence + 1, clockMicros(), minFence);
     const grant = { takenAt: Date.now(), instance };
     this.#counter = { token, grant, releasedBy: null, expiresAt: now() + retention };
-    return token;
+    return { token, ...grant };
   }
 
   /** Let the current lease end `ms` from now. */
@@ -141,16 +191,17 @@ export class LockRecord {
    */
   get queue(): string[] {
     const at = now();
-    if (![...this.#waiters.values()].some((deadline) => deadline >= at)) this.#waiters.clear();
+    if (![...this.#waiters.values()].some((w) => w.deadline >= at)) this.#waiters.clear();
     return [...this.#waiters.keys()];
   }
 
   /**
    * Queue `owner` at the tail unless it is queued already, renew its liveness for `lease` ms, and
-   * flag the lease or reservation that refused it.
+   * flag the lease or reservation that refused it. `kind`: '' for an exclusive waiter, '^<limit>'
+   * for a shared one.
    */
-  enqueue(owner: string, lease: number): void {
-    this.#waiters.set(owner, now() + lease);
+  enqueue(owner: string, lease: number, kind = ''): void {
+    this.#waiters.set(owner, { deadline: now() + lease, kind });
     const blocker = this.lease ?? this.reservation;
     if (blocker) blocker.flagged = true;
   }
@@ -160,41 +211,85 @@ export class LockRecord {
   }
 
   /** The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too. */
-  #firstLive(pop: boolean): string | null {
-    for (const [owner, deadline] of this.#waiters) {
+  #firstLive(pop: boolean): Live | null {
+    for (const [owner, { deadline, kind }] of this.#waiters) {
       const live = deadline >= now();
       if (pop || !live) this.#waiters.delete(owner);
-      if (live) return owner;
+      if (live) return { owner, kind };
     }
     return null;
+  }
+
+  /** Take off the queue the live shared waiters of `kind` at its head, at most `room` of them. */
+  popKind(kind: string, room: number): string[] {
+    const woken: string[] = [];
+    while (woken.length < room) {
+      const head = this.#firstLive(false);
+      if (head === null || head.kind !== kind) break;
+      this.#waiters.delete(head.owner);
+      woken.push(head.owner);
+    }
+    return woken;
+  }
+
+  /** Up to three live waiters at the head of the queue. */
+  following(): string[] {
+    const first = this.#firstLive(false);
+    if (first === null) return [];
+    const at = now();
+    const after = [...this.#waiters].slice(1, 5).filter(([, w]) => w.deadline >= at);
+    return [first.owner, ...after.slice(0, 2).map(([owner]) => owner)];
+  }
+
+  /** Tell each of `woken` it was woken, one hand-off each; the last names `next` after it. */
+  tell(woken: readonly string[], next: readonly string[]): void {
+    woken.forEach((owner, i) => {
+      this.#publish({ woken: owner, next: i === woken.length - 1 ? next : [] });
+    });
+  }
+
+  /**
+   * Whether a live exclusive waiter is queued ahead of `owner` (or at all, for an owner not
+   * queued), looking at the first 16 waiters; a longer queue without `owner` among them counts as
+   * one (lua/lib/shared.lua's exclusive_ahead).
+   */
+  exclusiveAhead(owner: string): boolean {
+    const first = [...this.#waiters].slice(0, 16);
+    const at = now();
+    for (const [w, { deadline, kind }] of first) {
+      if (w === owner) return false;
+      if (deadline >= at && kind === '') return true;
+    }
+    return first.length === 16;
   }
 
   /**
    * Free the lock and hand it to the first live waiter: reserve it for `reservation` ms, and tell
    * the watchers which waiter that is and up to three live ones after it (lua/lib/hand-on.lua).
-   * With nobody to wake, the lock is just freed, and announced only when `announce`.
+   * A shared waiter at the head is admitted with the shared waiters of its kind right behind it
+   * (up to its limit), each told. With nobody to wake, the lock is just freed, and announced only
+   * when `announce`.
    */
   handOn({ reservation, announce }: HandOn): string | null {
-    const woken = this.#firstLive(true);
-    if (woken === null) {
-      this.#free(announce);
+    const head = this.#firstLive(true);
+    if (head === null) {
+      this.free(announce);
       return null;
     }
-    const next: string[] = [];
-    const first = this.#firstLive(false);
-    if (first !== null) {
-      const at = now();
-      const after = [...this.#waiters].slice(1, 5).filter(([, deadline]) => deadline >= at);
-      next.push(first, ...after.slice(0, 2).map(([owner]) => owner));
+    const woken = [head.owner];
+    if (head.kind !== '') {
+      const limit = Number(head.kind.slice(1));
+      woken.push(...this.popKind(head.kind, (limit === 0 ? MAX_ADMITTED : limit) - 1));
     }
+    const next = this.following();
     this.#lease = undefined;
-    this.#reservation = { owner: woken, expiresAt: now() + reservation, flagged: next.length > 0 };
-    this.#publish({ woken, next });
-    return woken;
+    this.#reservation = { owner: woken.join(' '), expiresAt: now() + reservation, flagged: next.length > 0 };
+    this.tell(woken, next);
+    return head.owner;
   }
 
   /** Free the lock without looking at the queue; tell any waiter only when `announce`. */
-  #free(announce: boolean): void {
+  free(announce: boolean): void {
     this.#lease = undefined;
     this.#reservation = undefined;
     if (announce) this.#publish({ woken: null, next: [] });
@@ -211,7 +306,7 @@ export class LockRecord {
     if (held?.owner === owner) {
       if (counter) counter.releasedBy = owner;
       if (held.flagged) this.handOn(handOn);
-      else this.#free(handOn.announce);
+      else this.free(handOn.announce);
       return 'released';
     }
     if (counter?.releasedBy === owner) return 'released';

@@ -5,7 +5,8 @@
  * Redis Cluster routes the lock, its fencing counter and its release channel to one node (a name
  * may not start with `}`: the tag would be empty). Every key has a TTL: the lease's (or a
  * reservation's), the queue's (renewed by live waiters), and the fencing counter's retention,
- * which tokens can afford because they never fall below the server's clock in µs. The values are
+ * which tokens can afford because they never fall below the server's clock in µs; shared holds
+ * and their grants expire with the lease of the latest of them. The values are
  * described in lua/lib/lease.lua.
  */
 export interface LockKeys {
@@ -20,8 +21,12 @@ export interface LockKeys {
   readonly channel: string;
   /** Waiters of every instance in arrival order: a sorted set, member = owner token, score = server time in µs. */
   readonly waiters: string;
-  /** Each waiter's liveness deadline (server ms): a hash; a waiter that stops trying is dropped. */
+  /** Each waiter's liveness deadline (server ms), and the kind of a shared waiter: a hash; a waiter that stops trying is dropped. */
   readonly alive: string;
+  /** Shared holds (a semaphore's permits, a read-write lock's shared holders): a sorted set, member = owner token, score = the end of its lease in server ms (lua/lib/shared.lua). */
+  readonly holds: string;
+  /** Each shared hold's grant, '<token> <taken-at µs> <instance>': a hash, member = owner token. */
+  readonly grants: string;
 }
 
 export function lockKeys(prefix: string, name: string): LockKeys {
@@ -32,6 +37,8 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     channel: `${base}:released`,
     waiters: `${base}:waiters`,
     alive: `${base}:alive`,
+    holds: `${base}:holds`,
+    grants: `${base}:grants`,
   };
 }
 

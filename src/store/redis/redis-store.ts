@@ -53,7 +53,9 @@ export interface RedisStoreOptions {
  * The ports on Redis, for one prefix: every method is one script (see scripts.ts, where each is
  * declared with its keys, arguments and reply), run through one runner.
  */
-export class RedisStore implements Port.Store, Port.FenceStore, Port.JobStore, Port.AdminStore, Port.ConfigStore {
+export class RedisStore
+  implements Port.Store, Port.FenceStore, Port.JobStore, Port.AdminStore, Port.ConfigStore, Port.SharedStore
+{
   readonly [STORE] = true;
   readonly kind: string;
   readonly #prefix: string;
@@ -135,6 +137,26 @@ export class RedisStore implements Port.Store, Port.FenceStore, Port.JobStore, P
 
   extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
     return this.#call(SCRIPTS.extend, name, { owner, ttl });
+  }
+
+  acquireShared(name: string, request: Port.SharedRequest): Promise<Port.SharedAcquireReply> {
+    return this.#call(SCRIPTS.acquireShared, name, request);
+  }
+
+  extendShared(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
+    return this.#call(SCRIPTS.extendShared, name, { owner, ttl });
+  }
+
+  releaseShared(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+    return this.#call(SCRIPTS.releaseShared, name, { owner, handOn });
+  }
+
+  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+    return this.#call(SCRIPTS.leaveShared, name, { owner, handOn });
+  }
+
+  inspectShared(name: string): Promise<Port.SharedState> {
+    return this.#call(SCRIPTS.inspectShared, name, undefined);
   }
 
   raiseFence(name: string, fence: number, retention: number): Promise<number> {

@@ -71,14 +71,32 @@ export function parseCounter(counter: string): { holder: Holder | null; released
   return { holder, releasedBy };
 }
 
+/** A lock key's value, read: its one owner, the waiters it is reserved for, or the limit of the shared holds holding it. */
+export interface LockValue {
+  /** The exclusive holder's owner token, or null. */
+  readonly owner: string | null;
+  /** The (first) waiter the lock is reserved for, or null. */
+  readonly reservedFor: string | null;
+  /** Every waiter the lock is reserved for (several shared waiters admitted together). */
+  readonly reserved: readonly string[];
+  /** While shared holds hold the lock: their limit (a semaphore's permits, 0 for a read-write lock's); else null. */
+  readonly shared: number | null;
+}
+
+const NO_VALUE: LockValue = Object.freeze({ owner: null, reservedFor: null, reserved: [], shared: null });
+
 /**
  * A lock key's value (see lua/lib/lease.lua): '<owner>' or '<owner>*' while held (the mark: waiters
- * queued), '~<waiter>' or '~<waiter>*' while reserved for a waiter a release handed it to.
+ * queued), '~<waiter>' or '~<waiter>*' while reserved for a waiter a release handed it to (or
+ * '~<w1> <w2>…' for several shared waiters), '^<limit>' while shared holds hold it.
  */
-export function readLockValue(value: unknown): { owner: string | null; reservedFor: string | null } {
-  if (typeof value !== 'string') return { owner: null, reservedFor: null };
+export function readLockValue(value: unknown): LockValue {
+  if (typeof value !== 'string') return NO_VALUE;
   const bare = value.endsWith('*') ? value.slice(0, -1) : value;
-  return bare.startsWith('~') ? { owner: null, reservedFor: bare.slice(1) } : { owner: bare, reservedFor: null };
+  if (bare.startsWith('^')) return { ...NO_VALUE, shared: integer(bare.slice(1)) };
+  if (!bare.startsWith('~')) return { ...NO_VALUE, owner: bare };
+  const reserved = bare.slice(1).split(' ');
+  return { ...NO_VALUE, reservedFor: reserved[0] ?? null, reserved };
 }
 
 const OUTCOMES: readonly StoredOutcome[] = ['running', 'ok', 'failed', 'done', 'lost', 'abandoned'];

@@ -12,22 +12,31 @@ import type {
   JobState,
   LockState,
   QueueState,
+  SharedAcquireReply,
+  SharedRequest,
+  SharedState,
 } from '../port.js';
 import { jobKeys, type LockKeys, lockKeys } from './keys.js';
 import acquireSource from './lua/acquire.lua';
+import acquireSharedSource from './lua/acquire-shared.lua';
 import claimTickSource from './lua/claim-tick.lua';
 import extendSource from './lua/extend.lua';
+import extendSharedSource from './lua/extend-shared.lua';
 import finishTickSource from './lua/finish-tick.lua';
 import forceReleaseSource from './lua/force-release.lua';
 import forgetJobSource from './lua/forget-job.lua';
 import inspectSource from './lua/inspect.lua';
+import inspectSharedSource from './lua/inspect-shared.lua';
 import leaveSource from './lua/leave.lua';
+import leaveSharedSource from './lua/leave-shared.lua';
 import handOnLib from './lua/lib/hand-on.lua';
 import leaseLib from './lua/lib/lease.lua';
+import sharedLib from './lua/lib/shared.lua';
 import queuedSource from './lua/queued.lua';
 import raiseFenceSource from './lua/raise-fence.lua';
 import readJobSource from './lua/read-job.lua';
 import releaseSource from './lua/release.lua';
+import releaseSharedSource from './lua/release-shared.lua';
 import scanLocksSource from './lua/scan-locks.lua';
 import {
   BadReply,
@@ -84,6 +93,7 @@ export interface ScriptCall<Request, Reply> extends Script {
 const LIBRARY: Readonly<Record<string, string>> = {
   'lib/lease.lua': leaseLib,
   'lib/hand-on.lua': handOnLib,
+  'lib/shared.lua': sharedLib,
 };
 
 const INCLUDE = /^-- include: (\S+)$/gm;
@@ -160,6 +170,24 @@ function ownerCodes<Done extends string>(done: Done): Decoder<Done | 'expired' |
   return byCode<Done | 'expired' | 'not-owner'>({ 1: () => done, 0: () => 'expired', [-1]: () => 'not-owner' });
 }
 
+/** A shared hold, as inspect-shared returns it: owner, end (server ms), grant or false for a reservation. */
+function sharedState(reply: readonly unknown[]): SharedState {
+  if (reply.length < 2 || (reply.length - 2) % 3 !== 0) throw new BadReply();
+  const value = readLockValue(reply[0]);
+  const now = integer(reply[1]);
+  const holds: SharedState['holds'][number][] = [];
+  const reserved = [...value.reserved];
+  for (let i = 2; i < reply.length; i += 3) {
+    const [owner, end, grant] = [String(reply[i]), integer(reply[i + 1]), reply[i + 2]];
+    const holder = typeof grant === 'string' ? parseCounter(grant).holder : null;
+    if (holder === null) reserved.push(owner);
+    else holds.push({ owner, pttl: Math.max(0, end - now), ...holder });
+  }
+  const shared = value.shared;
+  const mode = shared === null ? (value.owner === null ? 'free' : 'exclusive') : shared === 0 ? 'shared' : 'semaphore';
+  return { mode, limit: shared === null || shared === 0 ? null : shared, holds, reserved };
+}
+
 /** The request of a call by an owner that may hand the lock on: release, leave. */
 export interface OwnerHandOn {
   readonly owner: string;
@@ -218,6 +246,72 @@ const DECLARED = {
     keys: (k) => [k.lock],
     args: (r: { readonly owner: string; readonly ttl: number }) => [r.owner, r.ttl],
     reply: ownerCodes('extended'),
+  }),
+
+  acquireShared: declare({
+    name: 'acquire-shared',
+    lua: acquireSharedSource,
+    access: 'write',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.fence, k.waiters, k.alive, k.holds, k.grants],
+    args: (r: SharedRequest, k, publish) => [
+      r.owner,
+      r.ttl,
+      r.limit,
+      r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
+      r.instance,
+      r.fenceRetention,
+      r.waiterLease,
+      ...handOnArgs(k, publish, r.handOn),
+    ],
+    handsOn: true,
+    reply: byCode<SharedAcquireReply>({
+      1: (r) => ({ acquired: true, fence: integer(r[1]) }),
+      0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
+      [-1]: (r) => ({ acquired: false, heldAs: integer(r[1]) }),
+    }),
+  }),
+
+  releaseShared: declare({
+    name: 'release-shared',
+    lua: releaseSharedSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.waiters, k.alive, k.holds, k.grants],
+    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    handsOn: true,
+    reply: ownerCodes('released'),
+  }),
+
+  leaveShared: declare({
+    name: 'leave-shared',
+    lua: leaveSharedSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.waiters, k.alive, k.holds, k.grants],
+    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    handsOn: true,
+    reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),
+  }),
+
+  extendShared: declare({
+    name: 'extend-shared',
+    lua: extendSharedSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.holds, k.grants],
+    args: (r: { readonly owner: string; readonly ttl: number }) => [r.owner, r.ttl],
+    reply: ownerCodes('extended'),
+  }),
+
+  inspectShared: declare({
+    name: 'inspect-shared',
+    lua: inspectSharedSource,
+    access: 'read',
+    layout: lockKeys,
+    keys: (k) => [k.lock, k.holds, k.grants],
+    args: (_: undefined) => [],
+    reply: shaped<SharedState>(sharedState),
   }),
 
   raiseFence: declare({

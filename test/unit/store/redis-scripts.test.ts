@@ -128,6 +128,20 @@ const REQUESTS: Readonly<Record<string, unknown>> = {
   'force-release': handOn,
   queued: 5,
   'scan-locks': { cursor: '0', pattern: 'p:{*}', count: 10 },
+  'acquire-shared': {
+    owner: 'o',
+    ttl: 1_000,
+    limit: 2,
+    instance: 'i',
+    fenceRetention: 1_000,
+    waiterLease: 1_000,
+    queue: 'join',
+    handOn,
+  },
+  'release-shared': { owner: 'o', handOn },
+  'leave-shared': { owner: 'o', handOn },
+  'extend-shared': { owner: 'o', ttl: 1_000 },
+  'inspect-shared': undefined,
 };
 
 describe('each script’s declaration matches its header', () => {
@@ -283,6 +297,24 @@ describe('on a real redis-server', () => {
       const names: string[] = [];
       for await (const name of store.scanLocks('*', 100)) names.push(name);
       expect(names).toEqual(['job']);
+
+      // The shared holds' scripts: acquired, refused (and queued), held as another kind; extended,
+      // expired, not-owner; released, expired, not-owner; a reserved permit passed on, or only left.
+      const shared = { ...lease, limit: 1, handOn };
+      expect(await store.acquireShared('h', { owner: 'S1', ...shared })).toMatchObject({ acquired: true });
+      expect(await store.acquireShared('h', { owner: 'S2', ...shared, queue: 'join' })).toMatchObject({
+        acquired: false,
+      });
+      expect(await store.acquireShared('h', { owner: 'S3', ...shared, limit: 2 })).toMatchObject({ heldAs: 1 });
+      expect(await store.extendShared('h', 'S1', 30_000)).toBe('extended');
+      expect(await store.extendShared('h', 'S9', 30_000)).toBe('expired');
+      expect(await store.releaseShared('h', 'S1', handOn)).toBe('released');
+      expect((await store.inspectShared('h')).reserved).toEqual(['S2']);
+      await store.leaveShared('h', 'S2', handOn);
+      await store.leaveShared('h', 'S9', handOn);
+      expect(await store.releaseShared('h', 'S9', handOn)).toBe('expired');
+      expect(await store.extendShared('job', 'S9', 30_000)).toBe('not-owner');
+      expect(await store.releaseShared('job', 'S9', handOn)).toBe('not-owner');
 
       for (const script of ALL) {
         const seen = replies.get(script.name) ?? [];

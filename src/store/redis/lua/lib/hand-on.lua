@@ -2,8 +2,20 @@
 -- lib/lease.lua). The queue is a sorted set of owner tokens by arrival, with a hash of each
 -- waiter's liveness deadline beside it; a waiter whose deadline passed has died (or lost its
 -- place) and is dropped where it is met. At most 16 are dropped per call: the rest go on later.
+-- A liveness entry is '<deadline ms>' for a waiter of the lock itself (an exclusive one), and
+-- '<deadline ms> ^<limit>' for a waiter of a shared hold of that kind (lib/shared.lua).
 
--- The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too.
+-- A liveness entry (or false): the waiter's deadline in ms and its kind ('' for exclusive).
+local function waiter_of(entry)
+  if not entry then
+    return 0, ''
+  end
+  local deadline, kind = string.match(entry, '^(%d+) ?(%S*)$')
+  return tonumber(deadline) or 0, kind or ''
+end
+
+-- The first live waiter and its kind, dropping dead ones at the head; `pop` takes it off the
+-- queue too. '' when nobody live is queued.
 local function first_live(waiters, alive, now_ms, pop)
   for _ = 1, 16 do
     local head
@@ -13,70 +25,126 @@ local function first_live(waiters, alive, now_ms, pop)
       head = redis.call('ZRANGE', waiters, 0, 0)[1]
     end
     if head == nil then
-      return ''
+      return '', ''
     end
-    if tonumber(redis.call('HGET', alive, head) or '0') >= now_ms then
+    local deadline, kind = waiter_of(redis.call('HGET', alive, head))
+    if deadline >= now_ms then
       if pop then
         redis.call('HDEL', alive, head)
       end
-      return head
+      return head, kind
     end
     redis.call('ZREM', waiters, head)
     redis.call('HDEL', alive, head)
   end
-  return ''
+  return '', ''
 end
+
+-- Take off the queue the live shared waiters of `kind` at its head, at most `room` of them, into
+-- `woken` (a list).
+local function pop_kind(waiters, alive, now_ms, kind, room, woken)
+  while room > 0 do
+    local head, of = first_live(waiters, alive, now_ms, false)
+    if head == '' or of ~= kind then
+      return
+    end
+    first_live(waiters, alive, now_ms, true)
+    woken[#woken + 1] = head
+    room = room - 1
+  end
+end
+
+-- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or ''.
+local function following(waiters, alive, now_ms)
+  local next = first_live(waiters, alive, now_ms, false)
+  if next == '' then
+    return ''
+  end
+  local after = 0
+  for _, w in ipairs(redis.call('ZRANGE', waiters, 1, 4)) do
+    if after == 2 then
+      break
+    end
+    if waiter_of(redis.call('HGET', alive, w)) >= now_ms then
+      next = next .. ' ' .. w
+      after = after + 1
+    end
+  end
+  return next
+end
+
+-- Tell each waiter in `woken` it was woken, one message each; the last names `next` after it.
+local function tell(publish, channel, woken, next)
+  if publish == '' then
+    return
+  end
+  for i = 1, #woken - 1 do
+    redis.call(publish, channel, woken[i])
+  end
+  if next ~= '' then
+    redis.call(publish, channel, woken[#woken] .. ' ' .. next)
+  else
+    redis.call(publish, channel, woken[#woken])
+  end
+end
+
+-- Shared waiters one hand-off admits together at most, when their kind has no limit.
+local MAX_ADMITTED = 64
 
 -- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
 -- publish '<woken> <next> [<then> <then>]' on the release channel: the waiter woken, and up to three
 -- live waiters after it, the i-th of which retries i reservations later; so each woken or next
--- waiter that died costs the others at most one reservation. With nobody to wake, the lock is
--- simply deleted, and '' is published only when `announce` is '1' (for waiters that do not queue,
--- as Redlock's).
--- returns  the owner token woken, or ''
+-- waiter that died costs the others at most one reservation. A shared waiter at the head is
+-- admitted with the shared waiters of its kind right behind it (up to its limit): the lock is
+-- reserved for all of them, and each is told in a message of its own. With nobody to wake, the
+-- lock is simply deleted, and '' is published only when `announce` is '1' (for waiters that do not
+-- queue, as Redlock's).
+-- returns  the (first) owner token woken, or ''
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce)
-  local woken, next = '', ''
+  local woken, next = {}, ''
   if redis.call('EXISTS', waiters) == 1 then
     local now_ms = math.floor(server_now() / 1000)
-    woken = first_live(waiters, alive, now_ms, true)
-    if woken ~= '' then
-      next = first_live(waiters, alive, now_ms, false)
-      if next ~= '' then
-        local after = 0
-        for _, w in ipairs(redis.call('ZRANGE', waiters, 1, 4)) do
-          if after == 2 then
-            break
-          end
-          if tonumber(redis.call('HGET', alive, w) or '0') >= now_ms then
-            next = next .. ' ' .. w
-            after = after + 1
-          end
-        end
+    local head, kind = first_live(waiters, alive, now_ms, true)
+    if head ~= '' then
+      woken[1] = head
+      if kind ~= '' then
+        local limit = tonumber(string.sub(kind, 2))
+        pop_kind(waiters, alive, now_ms, kind, (limit == 0 and MAX_ADMITTED or limit) - 1, woken)
       end
+      next = following(waiters, alive, now_ms)
     end
   end
-  if woken == '' then
+  if #woken == 0 then
     redis.call('DEL', lock)
-  elseif next == '' then
-    redis.call('SET', lock, '~' .. woken, 'PX', ms)
-  else
-    redis.call('SET', lock, '~' .. woken .. '*', 'PX', ms)
-  end
-  if publish ~= '' and (woken ~= '' or announce == '1') then
-    if next ~= '' then
-      redis.call(publish, channel, woken .. ' ' .. next)
-    else
-      redis.call(publish, channel, woken)
+    if publish ~= '' and announce == '1' then
+      redis.call(publish, channel, '')
     end
+    return ''
   end
-  return woken
+  redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
+  tell(publish, channel, woken, next)
+  return woken[1]
+end
+
+-- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it (and
+-- publish '' when `announce` is '1').
+local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce)
+  if flagged then
+    hand_on(lock, waiters, alive, publish, channel, ms, announce)
+    return
+  end
+  redis.call('DEL', lock)
+  if publish ~= '' and announce == '1' then
+    redis.call(publish, channel, '')
+  end
 end
 
 -- Queue `owner` (at the tail, unless it is queued already), renew its liveness deadline, and flag
--- the lock (its value `value`) so its release hands it on. The queue keys expire when no waiter
--- renews them. Scores are the server's time in µs, strictly increasing (one past the last
--- waiter's when two arrive within one µs).
-local function enqueue(lock, value, waiters, alive, owner, now_us, lease)
+-- the lock (its value `value`, or false for none) so its release hands it on. `kind` is '' for an
+-- exclusive waiter, '^<limit>' for a shared one. The queue keys expire when no waiter renews them.
+-- Scores are the server's time in µs, strictly increasing (one past the last waiter's when two
+-- arrive within one µs).
+local function enqueue(lock, value, waiters, alive, owner, now_us, lease, kind)
   if redis.call('ZSCORE', waiters, owner) == false then
     local score = now_us
     local last = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
@@ -85,10 +153,14 @@ local function enqueue(lock, value, waiters, alive, owner, now_us, lease)
     end
     redis.call('ZADD', waiters, int(score), owner)
   end
-  redis.call('HSET', alive, owner, int(math.floor(now_us / 1000) + lease))
+  local entry = int(math.floor(now_us / 1000) + lease)
+  if kind and kind ~= '' then
+    entry = entry .. ' ' .. kind
+  end
+  redis.call('HSET', alive, owner, entry)
   redis.call('PEXPIRE', waiters, lease)
   redis.call('PEXPIRE', alive, lease)
-  if string.byte(value, -1) ~= 42 then
+  if value and string.byte(value, -1) ~= 42 then
     redis.call('APPEND', lock, '*')
   end
 end
@@ -107,14 +179,7 @@ local function end_lease(value, lock, fence, owner, waiters, alive, publish, cha
     if redis.call('APPEND', fence, '|' .. owner) == #owner + 1 then
       redis.call('DEL', fence)
     end
-    if flagged then
-      hand_on(lock, waiters, alive, publish, channel, ms, announce)
-    else
-      redis.call('DEL', lock)
-      if publish ~= '' and announce == '1' then
-        redis.call(publish, channel, '')
-      end
-    end
+    free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce)
     return 1
   end
   local counter = redis.call('GET', fence)

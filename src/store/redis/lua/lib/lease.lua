@@ -5,8 +5,13 @@
 --   '<owner>*'    held, and waiters have queued since: its release must hand it on
 --   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the key's PX ends
 --   '~<waiter>*'  reserved, with more waiters queued behind
--- Owner tokens are base64url, so neither mark can be part of one. The flag lets an uncontended
--- release skip the queue altogether.
+--   '~<w1> <w2>…' reserved for several shared waiters a hand-off admitted together (lib/shared.lua)
+--   '^<limit>'    held by shared holds, listed beside it (lib/shared.lua): a semaphore of <limit>
+--                 permits, or with limit 0 a read-write lock's shared holders; its PX is the
+--                 latest hold's end. A mutex, a job lock or an exclusive hold of the name sees it
+--                 as held by another owner; '^<limit>*' with waiters queued
+-- Owner tokens are base64url, so none of the marks can be part of one. The flag lets an
+-- uncontended release skip the queue altogether.
 --
 -- The lock's fencing counter holds the latest grant: '<token> <taken-at> <instance>' (the fencing
 -- token, the server's time of the grant in µs, the taker's instance label), and '|<owner>' is

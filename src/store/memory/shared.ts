@@ -1,0 +1,181 @@
+import { now } from '../../core/clock.js';
+import type {
+  ExtendReply,
+  HandOn,
+  ReleaseReply,
+  SharedAcquireReply,
+  SharedHold,
+  SharedRequest,
+  SharedState,
+} from '../port.js';
+import { type Lease, type LockRecord, left, MAX_ADMITTED } from './record.js';
+
+/**
+ * Shared holds on the record of one lock name, as lua/lib/shared.lua keeps them: while they hold
+ * the lock its lease is the mark '^<limit>' (a semaphore of <limit> permits, or 0 for a read-write
+ * lock's shared holders), lasting as long as the latest hold, so the mutex's steps see the lock
+ * held by another owner; the holds themselves are `record.holds`. Each function is one script.
+ */
+
+const isShared = (lease: Lease | undefined): lease is Lease => lease?.owner.startsWith('^') === true;
+
+const liveAt = (at: number) => (hold: { expiresAt: number }) => hold.expiresAt > at;
+
+/** Drop the holds and reservations whose time is up, and the released marks. */
+function prune(lock: LockRecord): void {
+  const at = now();
+  for (const [owner, hold] of lock.holds) if (hold.expiresAt <= at) lock.holds.delete(owner);
+}
+
+/** Live holds and reservations: the permits in use. */
+function inUse(lock: LockRecord): number {
+  return [...lock.holds.values()].filter(liveAt(now())).length;
+}
+
+/** Stretch the mark to the latest live hold's end; false when none is live. */
+function stretch(lock: LockRecord, mark: Lease): boolean {
+  const ends = [...lock.holds.values()].filter(liveAt(now())).map((h) => h.expiresAt);
+  if (ends.length === 0) return false;
+  mark.expiresAt = Math.max(...ends);
+  return true;
+}
+
+function reservedFor(reservation: Lease | undefined, owner: string): boolean {
+  return reservation?.owner.split(' ').includes(owner) ?? false;
+}
+
+/** After a hold ended under `mark`: hand the lock on once no hold is left, else free permits to the shared waiters at the head. */
+function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
+  const used = inUse(lock);
+  if (used === 0) {
+    if (mark.flagged) lock.handOn(handOn);
+    else lock.free(handOn.announce);
+    return;
+  }
+  if (mark.flagged) {
+    const limit = Number(mark.owner.slice(1));
+    const woken = lock.popKind(mark.owner, limit === 0 ? MAX_ADMITTED : limit - used);
+    for (const owner of woken) lock.holds.set(owner, { expiresAt: now() + handOn.reservation, grant: null });
+    if (woken.length > 0) lock.tell(woken, lock.following());
+  }
+  stretch(lock, mark);
+}
+
+/** lua/acquire-shared.lua. */
+export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquireReply {
+  const kind = `^${r.limit}`;
+  const held = lock.lease;
+  const reserved = lock.reservation;
+  const take = (mark: Lease): SharedAcquireReply => {
+    const grant = lock.issue(0, r.instance, r.fenceRetention);
+    lock.holds.set(r.owner, { expiresAt: now() + r.ttl, grant });
+    if (r.queue === 'member') lock.unqueue(r.owner);
+    stretch(lock, mark);
+    return { acquired: true, fence: grant.token };
+  };
+  const fresh = (expiresAt: number, flagged: boolean): Lease => {
+    lock.holds.clear();
+    const mark = { owner: kind, expiresAt, flagged };
+    lock.hold(mark);
+    return mark;
+  };
+  let wait = held || reserved ? left((held ?? reserved) as Lease) : -2;
+  if (isShared(held)) {
+    if (held.owner !== kind) return { acquired: false, heldAs: Number(held.owner.slice(1)) };
+    const mine = lock.holds.get(r.owner);
+    if (mine && mine.expiresAt > now()) {
+      // A hold already this owner's (a re-sent call), or a permit a hand-off reserved for it.
+      return mine.grant ? { acquired: true, fence: mine.grant.token } : take(held);
+    }
+    prune(lock);
+    if ((r.limit === 0 || inUse(lock) < r.limit) && !lock.exclusiveAhead(r.owner)) return take(held);
+    if (r.limit > 0) {
+      const first = Math.min(...[...lock.holds.values()].map((h) => h.expiresAt));
+      if (Number.isFinite(first)) wait = Math.max(0, Math.ceil(first - now()));
+    }
+  } else if (!held && reserved && reservedFor(reserved, r.owner)) {
+    // The lock reserved for shared waiters, this one among them: theirs now, each of the others
+    // keeping its reservation until it comes.
+    const mark = fresh(now() + Math.max(r.ttl, wait), reserved.flagged);
+    for (const owner of reserved.owner.split(' ')) {
+      if (owner !== r.owner) lock.holds.set(owner, { expiresAt: now() + wait, grant: null });
+    }
+    return take(mark);
+  } else if (!held && !reserved) {
+    if (!lock.exclusiveAhead(r.owner)) return take(fresh(now() + r.ttl, false));
+    // Free, with an exclusive waiter ahead: it gets the lock, as from a release.
+    lock.handOn(r.handOn);
+    const handed = lock.reservation;
+    wait = handed ? left(handed) : -2;
+  }
+  if (r.queue) lock.enqueue(r.owner, r.waiterLease, kind);
+  return { acquired: false, pttl: wait };
+}
+
+/** Whether `owner` has a live hold under the shared mark `held` (not a reservation). */
+function liveHold(lock: LockRecord, held: Lease | undefined, owner: string): held is Lease {
+  const mine = lock.holds.get(owner);
+  return isShared(held) && mine !== undefined && mine.expiresAt > now() && mine.grant !== null;
+}
+
+/** What a hold that is not live answers: expired, unless another owner holds the lock exclusively. */
+function gone(held: Lease | undefined): 'expired' | 'not-owner' {
+  return !held || isShared(held) ? 'expired' : 'not-owner';
+}
+
+/** lua/extend-shared.lua. */
+export function extendShared(lock: LockRecord, owner: string, ttl: number): ExtendReply {
+  const held = lock.lease;
+  if (!liveHold(lock, held, owner)) return gone(held);
+  (lock.holds.get(owner) as { expiresAt: number }).expiresAt = now() + ttl;
+  stretch(lock, held);
+  return 'extended';
+}
+
+/** lua/release-shared.lua. */
+export function releaseShared(lock: LockRecord, owner: string, handOn: HandOn): ReleaseReply {
+  const held = lock.lease;
+  const mine = lock.holds.get(owner);
+  if (liveHold(lock, held, owner)) {
+    (mine as { expiresAt: number }).expiresAt = 0;
+    freeUp(lock, held, handOn);
+    return 'released';
+  }
+  if (mine?.expiresAt === 0) return 'released';
+  return gone(held);
+}
+
+/** lua/leave-shared.lua. */
+export function leaveShared(lock: LockRecord, owner: string, handOn: HandOn): void {
+  lock.unqueue(owner);
+  const held = lock.lease;
+  const reserved = lock.reservation;
+  if (!held && reserved && reservedFor(reserved, owner)) {
+    const rest = reserved.owner.split(' ').filter((w) => w !== owner);
+    if (rest.length === 0) lock.handOn(handOn);
+    else lock.reserve({ ...reserved, owner: rest.join(' ') });
+    return;
+  }
+  const mine = lock.holds.get(owner);
+  if (isShared(held) && mine && mine.expiresAt > now() && mine.grant === null) {
+    lock.holds.delete(owner);
+    freeUp(lock, held, handOn);
+  }
+}
+
+/** lua/inspect-shared.lua, decoded as the Redis store decodes it. */
+export function inspectShared(lock: LockRecord): SharedState {
+  const held = lock.lease;
+  const reservation = lock.reservation;
+  const reserved = !held && reservation ? reservation.owner.split(' ') : [];
+  if (!isShared(held)) return { mode: held ? 'exclusive' : 'free', limit: null, holds: [], reserved };
+  const at = now();
+  const holds: SharedHold[] = [];
+  const live = [...lock.holds].filter(([, h]) => h.expiresAt > at).sort(([, a], [, b]) => a.expiresAt - b.expiresAt);
+  for (const [owner, hold] of live) {
+    if (hold.grant === null) reserved.push(owner);
+    else holds.push({ owner, pttl: Math.max(0, Math.ceil(hold.expiresAt - at)), ...hold.grant });
+  }
+  const limit = Number(held.owner.slice(1));
+  return { mode: limit === 0 ? 'shared' : 'semaphore', limit: limit === 0 ? null : limit, holds, reserved };
+}

@@ -1,0 +1,106 @@
+-- acquire-shared: take a shared hold on a lock that admits several holders (lib/shared.lua): one
+-- of <limit> permits of a semaphore, or with limit 0 a read-write lock's shared hold. Granted when
+-- the lock is not held exclusively nor reserved for others, a permit is free, and no exclusive
+-- waiter is queued ahead; a hold whose lease ran out no longer counts (reclaimed on the server's
+-- clock). A waiter a hand-off admitted takes its place (a lock reserved for several shared waiters
+-- becomes theirs, each keeping a reservation until it comes). Each hold gets its own fencing token
+-- from the lock's counter. When refused, a caller that will wait queues; a free lock whose first
+-- live waiter is exclusive is handed to that waiter, as a release would. Idempotent per owner.
+-- include: lib/lease.lua
+-- include: lib/hand-on.lua
+-- include: lib/shared.lua
+-- KEYS[1]  lock key        (value: '^<limit>' while shared holds hold it; see lib/lease.lua)
+-- KEYS[2]  fencing counter (as acquire.lua writes it)
+-- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs)
+-- KEYS[4]  liveness        (hash: owner token -> '<deadline ms>[ ^<limit>]')
+-- KEYS[5]  holds           (sorted set: owner token -> end of its lease or reservation, server ms)
+-- KEYS[6]  grants          (hash: owner token -> '<token> <taken-at µs> <instance>')
+-- ARGV[1]  owner token
+-- ARGV[2]  ttl in ms
+-- ARGV[3]  limit: the semaphore's permits, or 0 for a read-write lock's shared hold
+-- ARGV[4]  '0' the caller will not wait; '1' a first attempt: queue it when refused;
+--          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
+-- ARGV[5]  instance label of the caller
+-- ARGV[6]  retention of the fencing counter in ms
+-- ARGV[7]  a waiter's liveness in ms
+-- ARGV[8]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
+-- ARGV[9]  release channel
+-- ARGV[10] reservation in ms, for an exclusive waiter handed a free lock
+-- ARGV[11] '1' to publish '' when nobody is queued, else '0'
+-- returns  {1, token}   acquired (or already held by this owner: the token of that grant)
+--          {0, pttl}    refused; pttl: ms until a hold (or the lock's lease, or its reservation) ends
+--          {-1, limit}  held as another kind: a semaphore of limit permits, or 0 for a read-write
+--                       lock's shared holds; nothing changed
+local lock, fence, waiters, alive, holds, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local owner, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local kind = '^' .. ARGV[3]
+local now_us, stamp = server_now()
+local now_ms = math.floor(now_us / 1000)
+local value = redis.call('GET', lock)
+local holder, flagged, reserved = read_lock(value)
+
+-- Granted: leave the queue if this caller was in it, and stretch the lock to its latest hold.
+local function granted(token)
+  if ARGV[4] == '2' then
+    redis.call('ZREM', waiters, owner)
+    redis.call('HDEL', alive, owner)
+  end
+  stretch(lock, holds, grants, now_ms)
+  return {1, token}
+end
+
+local function take()
+  return granted(hold(holds, grants, fence, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]))
+end
+
+local wait = redis.call('PTTL', lock)
+if is_shared(holder) then
+  if holder ~= kind then
+    return {-1, tonumber(string.sub(holder, 2))}
+  end
+  local score = tonumber(redis.call('ZSCORE', holds, owner) or '0')
+  if score > now_ms then
+    local grant = redis.call('HGET', grants, owner)
+    if grant then
+      return {1, fence_of(grant)}
+    end
+    -- A permit a hand-off reserved for this waiter.
+    return take()
+  end
+  prune(holds, grants, now_ms)
+  if (limit == 0 or in_use(holds, now_ms) < limit) and not exclusive_ahead(waiters, alive, owner, now_ms) then
+    return take()
+  end
+  if limit > 0 then
+    -- The first hold to end frees a permit.
+    local first = redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]
+    if first then
+      wait = tonumber(first) - now_ms
+    end
+  end
+elseif holder == nil and reserved_for(reserved, owner) then
+  -- The lock reserved for shared waiters, this one among them: theirs now, each of the others
+  -- keeping its reservation until it comes.
+  redis.call('DEL', holds, grants)
+  redis.call('SET', lock, kind .. (flagged and '*' or ''), 'PX', math.max(ttl, wait))
+  for w in string.gmatch(reserved, '%S+') do
+    if w ~= owner then
+      redis.call('ZADD', holds, int(now_ms + wait), w)
+    end
+  end
+  return take()
+elseif value == false then
+  if not exclusive_ahead(waiters, alive, owner, now_ms) then
+    redis.call('DEL', holds, grants)
+    redis.call('SET', lock, kind, 'PX', ttl)
+    return take()
+  end
+  -- Free, with an exclusive waiter ahead: it gets the lock, as from a release.
+  hand_on(lock, waiters, alive, ARGV[8], ARGV[9], ARGV[10], ARGV[11])
+  value = redis.call('GET', lock)
+  wait = redis.call('PTTL', lock)
+end
+if ARGV[4] ~= '0' then
+  enqueue(lock, value, waiters, alive, owner, now_us, tonumber(ARGV[7]), kind)
+end
+return {0, wait}

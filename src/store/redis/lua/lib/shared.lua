@@ -1,0 +1,122 @@
+-- shared: the steps of holds on a lock that admits several holders at once (included after
+-- lib/lease.lua and lib/hand-on.lua): a semaphore's permits, or a read-write lock's shared holds.
+--
+-- While shared holds hold it, the lock key's value is '^<limit>' ('*' appended once waiters
+-- queued): <limit> permits, or 0 for a read-write lock's shared holders (no bound). The value is
+-- the kind: a request of another limit is told what the lock is held as, and changes nothing. The
+-- key's PX is the latest hold's end, so it ends with the last lease, and a mutex, a job lock or an
+-- exclusive hold (all of which take the lock key itself) is refused while it exists.
+-- Beside it:
+--   holds   sorted set: owner token -> the end of its lease, server ms; also the permits a
+--           hand-off reserved for waiters (-> the end of the reservation), and 0 for a hold
+--           released (so a re-sent release answers released, until the next acquisition)
+--   grants  hash: owner token -> '<token> <taken-at µs> <instance>', for each hold (not for a
+--           reservation)
+-- Both expire with the lock key. Only while the lock key holds '^<limit>' do they mean anything:
+-- whoever takes the lock otherwise starts them afresh.
+
+-- Whether a lock holder (read_lock's) is the mark of shared holds ('^<limit>').
+local function is_shared(holder)
+  return holder ~= nil and string.byte(holder, 1) == 94
+end
+
+-- Drop the holds and reservations whose time is up, and the released marks.
+local function prune(holds, grants, now_ms)
+  local gone = redis.call('ZRANGEBYSCORE', holds, '-inf', now_ms)
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now_ms)
+    redis.call('HDEL', grants, unpack(gone))
+  end
+end
+
+-- Live holds and reservations: the permits in use. Expired ones are not counted (reclaimed).
+local function in_use(holds, now_ms)
+  return redis.call('ZCOUNT', holds, '(' .. now_ms, '+inf')
+end
+
+-- Whether a live waiter of the lock itself (an exclusive one) is queued ahead of `owner`, or at
+-- all for an owner that is not queued: then shared requests queue behind it (writers are not
+-- starved). Looks at the first 16 waiters; a queue longer than that, with `owner` not among them,
+-- counts as one.
+local function exclusive_ahead(waiters, alive, owner, now_ms)
+  local first = redis.call('ZRANGE', waiters, 0, 15)
+  for _, w in ipairs(first) do
+    if w == owner then
+      return false
+    end
+    local deadline, kind = waiter_of(redis.call('HGET', alive, w))
+    if deadline >= now_ms and kind == '' then
+      return true
+    end
+  end
+  return #first == 16
+end
+
+-- Stretch the lock key and its holds to the latest live hold's end; false when none is live.
+local function stretch(lock, holds, grants, now_ms)
+  local last = redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]
+  if last == nil or tonumber(last) <= now_ms then
+    return false
+  end
+  local left = tonumber(last) - now_ms
+  redis.call('PEXPIRE', lock, left)
+  redis.call('PEXPIRE', holds, left)
+  redis.call('PEXPIRE', grants, left)
+  return true
+end
+
+-- Give `owner` a hold of `ttl` ms and the next fencing token (issue, lib/lease.lua).
+local function hold(holds, grants, fence, owner, ttl, now_us, stamp, instance, retention)
+  local token = issue(fence, now_us, stamp, 0, instance, retention)
+  redis.call('ZADD', holds, int(math.floor(now_us / 1000) + ttl), owner)
+  redis.call('HSET', grants, owner, int(token) .. ' ' .. stamp .. ' ' .. instance)
+  return token
+end
+
+-- After a hold ended (released, or a reserved permit given up) on a lock of kind `kind` whose value
+-- is flagged or not: with no hold left, the lock is free, and handed on as a release of the lock
+-- hands it on (hand_on: the first waiter, exclusive or shared, gets it); otherwise, if waiters are
+-- flagged and the first is a shared waiter of this kind, the permits free are reserved for the
+-- shared waiters at the head (each told), and the lock is stretched to its latest hold.
+local function free_up(lock, kind, flagged, waiters, alive, holds, grants, publish, channel, ms, announce)
+  local now_ms = math.floor(server_now() / 1000)
+  local used = in_use(holds, now_ms)
+  if used == 0 then
+    free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce)
+    return
+  end
+  if flagged then
+    local limit = tonumber(string.sub(kind, 2))
+    local woken = {}
+    pop_kind(waiters, alive, now_ms, kind, limit == 0 and MAX_ADMITTED or limit - used, woken)
+    for _, w in ipairs(woken) do
+      redis.call('ZADD', holds, int(now_ms + ms), w)
+    end
+    if #woken > 0 then
+      tell(publish, channel, woken, following(waiters, alive, now_ms))
+    end
+  end
+  stretch(lock, holds, grants, now_ms)
+end
+
+-- What a call on a hold that is not live answers: 0 expired, unless another owner holds the lock
+-- exclusively (-1 not-owner).
+local function gone(holder)
+  if holder == nil or is_shared(holder) then
+    return 0
+  end
+  return -1
+end
+
+-- Whether `owner` is among the waiters a lock reservation names ('<w1> <w2>…').
+local function reserved_for(reserved, owner)
+  if reserved == nil then
+    return false
+  end
+  for w in string.gmatch(reserved, '%S+') do
+    if w == owner then
+      return true
+    end
+  end
+  return false
+end
