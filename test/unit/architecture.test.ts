@@ -17,6 +17,7 @@ const LAYERS: readonly { readonly name: string; readonly holds: (path: string) =
   { name: 'topology', holds: (p) => p.startsWith('topology/') },
   { name: 'schedule', holds: (p) => p.startsWith('schedule/') },
   { name: 'facade', holds: (p) => p === 'leasehold.ts' || p === 'index.ts' },
+  { name: 'integrations', holds: (p) => p.startsWith('otel/') || p.startsWith('nestjs/') },
   { name: 'cli', holds: (p) => p.startsWith('cli/') },
 ];
 
