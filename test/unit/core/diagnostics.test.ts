@@ -22,12 +22,16 @@ function listen(name: string): unknown[] {
 function traceAll(name: string): { event: string; context: Record<string, unknown> }[] {
   const seen: { event: string; context: Record<string, unknown> }[] = [];
   const tc = tracingChannel(name);
-  const handlers = Object.fromEntries(
-    (['start', 'end', 'asyncStart', 'asyncEnd', 'error'] as const).map((event) => [
-      event,
-      (context: object) => seen.push({ event, context: { ...(context as Record<string, unknown>) } }),
-    ]),
-  );
+  const record = (event: string) => (context: object) => {
+    seen.push({ event, context: { ...(context as Record<string, unknown>) } });
+  };
+  const handlers = {
+    start: record('start'),
+    end: record('end'),
+    asyncStart: record('asyncStart'),
+    asyncEnd: record('asyncEnd'),
+    error: record('error'),
+  };
   tc.subscribe(handlers);
   undo.push(() => tc.unsubscribe(handlers));
   return seen;
