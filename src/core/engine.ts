@@ -27,6 +27,8 @@ export type Attempt =
        * for this one). The lock's owner from then on.
        */
       readonly owner?: string;
+      /** Replicas that confirmed the grant, when replica acknowledgement was asked for. */
+      readonly replicas?: number;
     }
   /**
    * `retryIn`: ms after which trying again is worth it (the holder's lease), or -1 if unknown.

@@ -23,6 +23,8 @@ export const ErrorCode = Object.freeze({
   NOT_LOCKED: 'NOT_LOCKED',
   /** The backend is configured so that it can lose locks (an eviction policy), and `unsafeConfig` is `'refuse'`. */
   UNSAFE_CONFIG: 'UNSAFE_CONFIG',
+  /** Fewer replicas than `replicas` confirmed a grant or an extension within `replicaTimeout`. */
+  NOT_REPLICATED: 'NOT_REPLICATED',
 } as const);
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -35,6 +37,28 @@ export class LockError extends Error {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
+  }
+}
+
+/**
+ * A grant (or an extension) reached fewer replicas than asked within `replicaTimeout`: a failover
+ * now could hand the lock to a second owner. An acquisition is given back before this is thrown.
+ */
+export class NotReplicatedError extends LockError {
+  readonly lockName: string;
+  /** Replicas that confirmed (for `durability: 'aof'`, that wrote it to their AOF). */
+  readonly confirmed: number;
+  /** Replicas asked for. */
+  readonly wanted: number;
+
+  constructor(lockName: string, operation: 'acquire' | 'extend', confirmed: number, wanted: number, detail = '') {
+    super(
+      ErrorCode.NOT_REPLICATED,
+      `${operation} of lock "${lockName}" reached ${confirmed} of the ${wanted} replicas asked for${detail}`,
+    );
+    this.lockName = lockName;
+    this.confirmed = confirmed;
+    this.wanted = wanted;
   }
 }
 

@@ -28,6 +28,8 @@ export interface LockInit {
   readonly ttl: number;
   readonly validUntil: number;
   readonly autoExtend: boolean;
+  /** Replicas that confirmed the grant, when replica acknowledgement was asked for. */
+  readonly replicas?: number | undefined;
 }
 
 type State = 'held' | 'lost' | 'released';
@@ -47,6 +49,11 @@ export class Lock implements AsyncDisposable {
   readonly owner: string;
   /** Strictly increasing per lock name, across all owners, for ever. Hand it to the protected resource. */
   readonly fencingToken: number;
+  /**
+   * Replicas that confirmed the grant, when `replicas` was asked for (below the count asked only
+   * with `whenNotReplicated: 'keep'`); undefined otherwise.
+   */
+  readonly replicas: number | undefined;
   /** Made on first use of `signal`: most locks are released without anyone listening. */
   #controller: AbortController | undefined;
   readonly #context: LockContext;
@@ -72,6 +79,7 @@ export class Lock implements AsyncDisposable {
     this.name = init.name;
     this.owner = init.owner;
     this.fencingToken = init.fencingToken;
+    this.replicas = init.replicas;
     this.#ttl = init.ttl;
     this.#validUntil = init.validUntil;
     this.#autoExtend = init.autoExtend;

@@ -286,7 +286,8 @@ export interface Store
     Partial<JobStore>,
     Partial<AdminStore>,
     Partial<ConfigStore>,
-    Partial<SharedStore> {
+    Partial<SharedStore>,
+    Partial<ReplicationStore> {
   scope?(prefix: string): Store;
 }
 
@@ -298,6 +299,7 @@ export interface StorePorts {
   readonly admin: AdminStore | undefined;
   readonly config: ConfigStore | undefined;
   readonly shared: SharedStore | undefined;
+  readonly replication: ReplicationStore | undefined;
 }
 
 function has<T>(store: Store, methods: readonly string[]): T | undefined {
@@ -314,6 +316,7 @@ export function portsOf(store: Store): StorePorts {
     admin: has<AdminStore>(store, ['scanLocks', 'forceRelease', 'queued']),
     config: has<ConfigStore>(store, ['evictionPolicies']),
     shared: has<SharedStore>(store, ['acquireShared', 'extendShared', 'releaseShared', 'leaveShared', 'inspectShared']),
+    replication: has<ReplicationStore>(store, ['replicate']),
   };
 }
 
@@ -397,4 +400,28 @@ export interface SharedStore {
   leaveShared(name: string, owner: string, handOn: HandOn): Promise<void>;
   /** The lock's shared holds and reservations (operator tooling, tests). */
   inspectShared(name: string): Promise<SharedState>;
+}
+
+/** How a write is confirmed beyond the server that took it (`replicas`, `replicaTimeout`, `durability`). */
+export interface ReplicationRequest {
+  /** Replicas that must confirm. */
+  readonly replicas: number;
+  /** ms to wait for them. */
+  readonly timeout: number;
+  /**
+   * `replicas`: the replicas have it in memory (Redis WAIT); `aof`: the server and the replicas
+   * wrote it to their append-only file (Redis WAITAOF, Redis 7.2 and later).
+   */
+  readonly durability: 'replicas' | 'aof';
+}
+
+/** Replica acknowledgement of a lock's last write: a store whose server replicates. */
+export interface ReplicationStore {
+  /**
+   * After this store's last write to lock `name` (a grant, an extension): wait until `replicas`
+   * replicas confirmed it or `timeout` ms passed, on the connection that wrote it (on a Cluster,
+   * the node that owns the name's slot). `replicas`: how many confirmed; `local`: for `aof`,
+   * whether the server's own AOF has it (always true for `replicas`).
+   */
+  replicate(name: string, request: ReplicationRequest): Promise<{ readonly replicas: number; readonly local: boolean }>;
 }

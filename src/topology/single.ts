@@ -1,10 +1,16 @@
 import { now, validUntil } from '../core/clock.js';
 import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
-import type { CurrentHolder } from '../core/errors.js';
+import { type CurrentHolder, NotReplicatedError } from '../core/errors.js';
 import type { Primitive } from '../primitives/primitive.js';
 import { bounded } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import type { HandOn, Store } from '../store/port.js';
+import type { HandOn, ReplicationRequest, ReplicationStore, Store } from '../store/port.js';
+
+/** Replica acknowledgement after each grant and extension, and what a short one does. */
+export interface Replication extends ReplicationRequest {
+  /** `fail`: give the grant back and throw NotReplicatedError; `keep`: keep it, flagged on the Lock. */
+  readonly whenShort: 'fail' | 'keep';
+}
 
 export interface SingleOptions {
   readonly commandTimeout: number;
@@ -20,6 +26,8 @@ export interface SingleOptions {
   readonly handOn: HandOn;
   /** The eviction-policy check made before the first acquisition. */
   readonly eviction: EvictionCheck;
+  /** Wait for replicas after each grant and extension (the store must offer ReplicationStore). */
+  readonly replication?: Replication | undefined;
 }
 
 /** A validity window shorter than this is no lease at all: it is given back rather than handed out. */
@@ -97,7 +105,38 @@ export class Single implements LockEngine {
       await this.release(name, owner).catch(() => undefined);
       return { acquired: false, retryIn: 0 };
     }
-    return { acquired: true, fencingToken: reply.fence, validUntil: until };
+    const replication = o.replication;
+    if (!replication) return { acquired: true, fencingToken: reply.fence, validUntil: until };
+    let replicas: number;
+    try {
+      replicas = await this.#replicated(name, replication, 'acquire');
+    } catch (error) {
+      await this.release(name, owner).catch(() => undefined);
+      throw error;
+    }
+    if (!this.usable(until)) {
+      // The replicas took the rest of the validity: nothing left to hand out.
+      await this.release(name, owner).catch(() => undefined);
+      return { acquired: false, retryIn: 0 };
+    }
+    return { acquired: true, fencingToken: reply.fence, validUntil: until, replicas };
+  }
+
+  /**
+   * Wait for the replicas after a write to `name`: how many confirmed. A short count throws
+   * NotReplicatedError unless `whenShort` keeps it.
+   */
+  async #replicated(name: string, replication: Replication, operation: 'acquire' | 'extend'): Promise<number> {
+    const store = this.store as Store & ReplicationStore;
+    const ms = this.#options.commandTimeout + replication.timeout;
+    const wait = bounded(store, store.replicate(name, replication), 'replicate', ms);
+    const { replicas, local } = await wait;
+    const short = replicas < replication.replicas || !local;
+    if (short && replication.whenShort === 'fail') {
+      const detail = local ? '' : ' (the server has not written it to its own AOF)';
+      throw new NotReplicatedError(name, operation, replicas, replication.replicas, `${detail} within ${replication.timeout} ms`);
+    }
+    return replicas;
   }
 
   /** Who holds `name` now, for the message of a lease lost to another owner; undefined if unknown. */
@@ -120,6 +159,8 @@ export class Single implements LockEngine {
       this.release(name, owner).catch(() => undefined);
       return { extended: false, reason: 'validity-elapsed' };
     }
+    // A short acknowledgement of an extension throws (the watchdog retries until the validity ends).
+    if (this.#options.replication) await this.#replicated(name, this.#options.replication, 'extend');
     return { extended: true, validUntil: until };
   }
 

@@ -21,6 +21,11 @@ export interface RedisConnection {
   serverMajorVersion(): Promise<number>;
   /** INFO `section` of every master behind the client (one for a standalone or Sentinel client). */
   infoOfMasters(section: string): Promise<string[]>;
+  /**
+   * A keyless command (WAIT, WAITAOF) on the connection that serves `key`: the one that just wrote
+   * it (on a Cluster, the node that owns its slot).
+   */
+  alongside(key: string, args: readonly (string | number)[]): Promise<unknown>;
   /** A subscriber on its own connection, opened on first use and closed by `close()`. */
   openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber;
   /**

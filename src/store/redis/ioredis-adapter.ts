@@ -24,8 +24,16 @@ export interface IORedisLike {
 }
 
 /** An ioredis `Cluster`: its masters can be asked one by one. */
+/** A pipeline: on a Cluster, sent whole to the node of its keys, in order. */
+interface IORedisPipelineLike {
+  exists(key: string): IORedisPipelineLike;
+  call(command: string, ...args: (string | number)[]): IORedisPipelineLike;
+  exec(): Promise<[Error | null, unknown][] | null>;
+}
+
 interface IORedisClusterLike extends IORedisLike {
   nodes(role: 'master'): IORedisLike[];
+  pipeline(): IORedisPipelineLike;
   readonly startupNodes?: readonly unknown[];
 }
 
@@ -88,6 +96,17 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
 
   fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
     return this.#client.fcall(fn, keys.length, ...keys, ...args);
+  }
+
+  async alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
+    const [command, ...rest] = args.map(String) as [string, ...string[]];
+    if (!this.cluster) return this.#client.call(command, ...rest);
+    // A keyless command goes to a random node of a cluster; in a pipeline with a read of `key` it
+    // goes to the node that owns the key's slot, on the connection the write went over.
+    const replies = await (this.#client as IORedisClusterLike).pipeline().exists(key).call(command, ...rest).exec();
+    const [error, reply] = replies?.[1] ?? [new Error(`${command}: no reply`), undefined];
+    if (error) throw error;
+    return reply;
   }
 
   async loadFunctions(source: string): Promise<void> {

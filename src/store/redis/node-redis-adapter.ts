@@ -99,6 +99,10 @@ export class NodeRedisConnection extends ClientConnection implements RedisConnec
     );
   }
 
+  alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
+    return this.#send(key, args.map(String));
+  }
+
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
     const client = this.#client;
     if (isCluster(client)) return client.sendCommand(firstKey, false, args);

@@ -183,6 +183,25 @@ export class RedisStore
     await this.#call(SCRIPTS.forgetJob, name, undefined);
   }
 
+  async replicate(
+    name: string,
+    request: Port.ReplicationRequest,
+  ): Promise<{ readonly replicas: number; readonly local: boolean }> {
+    const key = lockKeys(this.#prefix, name).lock;
+    const { replicas, timeout } = request;
+    const aof = request.durability === 'aof';
+    const args = aof ? ['WAITAOF', 1, replicas, timeout] : ['WAIT', replicas, timeout];
+    let reply: unknown;
+    try {
+      reply = await this.#connection.alongside(key, args);
+    } catch (error) {
+      throw storeError(this.#connection, String(args[0]), error);
+    }
+    if (!aof) return { replicas: Number(reply), local: true };
+    const [local, confirmed] = Array.isArray(reply) ? reply : [0, 0];
+    return { replicas: Number(confirmed), local: Number(local) >= 1 };
+  }
+
   /** The lock's Redis key, for operators. */
   locate(name: string): string {
     return lockKeys(this.#prefix, name).lock;
