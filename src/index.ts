@@ -11,6 +11,7 @@ export {
   RedisUnavailableError,
 } from './core/errors.js';
 export { Lock } from './core/lock.js';
+export type { LockMode } from './core/validate.js';
 export {
   type AcquireOptions,
   type BackendOperation,
@@ -70,6 +71,11 @@ export type {
   QueueMode,
   QueueState,
   ReleaseReply,
+  SharedAcquireReply,
+  SharedHold,
+  SharedRequest,
+  SharedState,
+  SharedStore,
   Store,
   StoredOutcome,
   StoredRun,

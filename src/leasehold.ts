@@ -6,7 +6,13 @@ import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaul
 import { type AcquireContext, channels, outcomeOf, trace, tracing } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
-import { closedError, type LockLostError, LockTimeoutError, RedisUnavailableError } from './core/errors.js';
+import {
+  closedError,
+  invalidArgument,
+  type LockLostError,
+  LockTimeoutError,
+  RedisUnavailableError,
+} from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
 import { Lock, type LockContext } from './core/lock.js';
 import { NEVER_ABORTED } from './core/never-aborted.js';
@@ -18,6 +24,7 @@ import { Leadership } from './primitives/leadership.js';
 import { MultiLock } from './primitives/multi-lock.js';
 import { mutex } from './primitives/mutex.js';
 import { Reentrancy } from './primitives/reentrant.js';
+import { semaphore, sharedMode } from './primitives/shared.js';
 import type { RunRecord } from './schedule/history.js';
 import type { Job } from './schedule/job.js';
 import type { NodeCronCoordinator } from './schedule/node-cron.js';
@@ -83,6 +90,21 @@ export interface AcquireOptions {
    * other async context it waits like any acquisition. Default false.
    */
   reentrant?: boolean;
+  /**
+   * A counting semaphore: at most `limit` holders of `name` at once (an integer ≥ 1), each with its
+   * own lease, owner and fencing token, waiting in arrival order; a lease that runs out frees its
+   * permit. Every acquisition of the name must give the limit it is held with (INVALID_ARGUMENT
+   * names both otherwise). One store only (not Redlock). Default: none, a mutex.
+   */
+  limit?: number;
+  /**
+   * A read-write lock: `'shared'` holders coexist; an `'exclusive'` holder excludes all (it is the
+   * mutex of the same name, so a plain acquire excludes shared holders and they exclude it). Writers
+   * are not starved: once an exclusive waiter is queued, later shared requests queue behind it, and
+   * the shared waiters at the head of the queue are admitted together. One store only (not Redlock).
+   * Default `'exclusive'`.
+   */
+  mode?: validate.LockMode;
 }
 
 export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
@@ -197,6 +219,32 @@ interface Resolved {
   readonly autoExtend: boolean;
   readonly signal: AbortSignal | undefined;
   readonly reentrant: boolean;
+  /** A semaphore's permits, or undefined. */
+  readonly limit: number | undefined;
+  readonly mode: validate.LockMode;
+}
+
+/** A primitive's engine on this instance, and the context its Lock handles call back through. */
+interface Variant {
+  readonly kind: string;
+  readonly engine: LockEngine;
+  readonly context: LockContext;
+}
+
+/** Why Redlock runs no lock of several holders, by what the call asked for. */
+function notOnRedlock(limit: number | 'shared'): Error {
+  if (limit === 'shared') {
+    return invalidArgument(
+      "`mode: 'shared'` (a read-write lock) is not available on Redlock: its waiters do not queue on the " +
+        'masters, and writer preference rests on that queue (a stream of readers would starve writers); ' +
+        'use one Redis, a Redis Cluster or a MemoryStore',
+    );
+  }
+  return invalidArgument(
+    `\`limit: ${limit}\` (a semaphore) is not available on Redlock: a majority vote over independent masters ` +
+      'does not bound a count (with 3 masters and 2 permits, three holders can each win two masters); ' +
+      'use one Redis, a Redis Cluster or a MemoryStore',
+  );
 }
 
 /**
@@ -217,6 +265,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #wait: number;
   readonly #autoExtend: boolean;
   readonly #context: LockContext;
+  /** The engine of a lock of several holders (`limit`, or `mode: 'shared'`) on the same store, or why there is none. */
+  readonly #engineFor: (limit: number | 'shared') => LockEngine;
+  /** Those engines, made on first use, by what they run; none owns the store. */
+  readonly #variants = new Map<number | 'shared', Variant>();
   #closed = false;
   readonly #common: {
     commandTimeout: number;
@@ -272,13 +324,27 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         ),
       });
       this.#noJobs = NO_JOBS_ON_REDLOCK;
+      this.#engineFor = (limit) => {
+        throw notOnRedlock(limit);
+      };
     } else {
       const { store, owned } = resolveStore(backend, backendOptions);
       const eviction = new EvictionCheck([store], unsafeConfig, onEvictionCheckError);
       // Every waiter of one store is queued there and named by the hand-off: a release with
       // nobody queued has nobody to tell.
       const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false });
-      this.#engine = new Single(mutex, store, owned, { ...common, handOn, eviction });
+      const single = { ...common, handOn, eviction };
+      this.#engine = new Single(mutex, store, owned, single);
+      this.#engineFor = (limit) => {
+        const primitive = limit === 'shared' ? sharedMode(handOn) : semaphore(limit, handOn);
+        if (!primitive.supports(store)) {
+          throw invalidArgument(
+            `this ${store.kind} store cannot run a ${primitive.kind}: it has no shared holds ` +
+              '(acquireShared, extendShared, releaseShared, leaveShared, inspectShared); Redis and the MemoryStore have them',
+          );
+        }
+        return new Single(primitive, store, false, single);
+      };
       const runsJobs = portsOf(store).jobs !== undefined;
       const jobOptions = { ...common, handOn, gate: () => eviction.gate() };
       this.#jobs = runsJobs ? new JobLock(store as Store & JobStore, jobOptions) : undefined;
@@ -291,13 +357,18 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       isClosed: () => this.#closed,
       onLeaveError: (error) => this.#emit('backendError', { error, operation: 'leave-queue' }),
     });
-    this.#context = {
+    this.#context = this.#contextFor(this.#engine);
+  }
+
+  /** What the Lock handles of `engine` call back through: its extend and release, and this instance's events. */
+  #contextFor(engine: LockEngine): LockContext {
+    return {
       keeper: this.#keeper,
-      driftFactor,
-      instance: common.instance,
-      extend: (name, owner, ttl) => this.#engine.extend(name, owner, ttl),
+      driftFactor: this.#common.driftFactor,
+      instance: this.#common.instance,
+      extend: (name, owner, ttl) => engine.extend(name, owner, ttl),
       release: async (lock) => {
-        const released = await this.#engine.release(lock.name, lock.owner);
+        const released = await engine.release(lock.name, lock.owner);
         if (this.listenerCount('released') > 0) {
           this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
         }
@@ -314,6 +385,23 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     };
   }
 
+  /** The engine and Lock context for what `o` asks for: the mutex, a semaphore or a read-write lock's shared mode. */
+  #variant(o: Resolved): Variant {
+    const limit = o.mode === 'shared' ? 'shared' : o.limit;
+    if (limit === undefined) return { kind: 'mutex', engine: this.#engine, context: this.#context };
+    let variant = this.#variants.get(limit);
+    if (!variant) {
+      const engine = this.#engineFor(limit);
+      variant = {
+        kind: limit === 'shared' ? 'read-write lock' : 'semaphore',
+        engine,
+        context: this.#contextFor(engine),
+      };
+      this.#variants.set(limit, variant);
+    }
+    return variant;
+  }
+
   /** Emit without letting a throwing listener break the lease state machine or a timer. */
   #emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void {
     if (event === 'backendError' && channels.backendError.hasSubscribers) {
@@ -326,12 +414,16 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   #resolve(options: unknown, what: string, waits: boolean): Resolved {
     if (this.#closed) throw closedError();
     const o = validate.options(options, what);
+    const reentrant = validate.optionalBoolean(o.reentrant, 'reentrant', false);
+    const kind = validate.lockKind(o.limit, o.mode, reentrant);
     return {
       ttl: validate.optionalTtl(o.ttl, 'ttl', this.#common.driftFactor, this.#ttl),
       wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, this.#wait) : 0,
       autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', this.#autoExtend),
       signal: validate.optionalSignal(o.signal),
-      reentrant: validate.optionalBoolean(o.reentrant, 'reentrant', false),
+      reentrant,
+      limit: kind.limit,
+      mode: kind.mode,
     };
   }
 
@@ -364,10 +456,16 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     }
     const started = now();
     const instance = this.#common.instance;
+    let variant: Variant;
+    try {
+      variant = this.#variant(o);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return trace(
       tracing.acquire,
-      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: 'mutex' }),
-      () => this.#take1(name, o, started),
+      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: variant.kind }),
+      () => this.#take1(name, o, started, variant),
       (ctx, lock) => {
         ctx.owner = lock.owner;
         ctx.fencingToken = lock.fencingToken;
@@ -381,9 +479,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     );
   }
 
-  async #take1(name: string, o: Resolved, started: number): Promise<Lock> {
+  async #take1(name: string, o: Resolved, started: number, { engine, context }: Variant): Promise<Lock> {
     const owner = newOwnerToken();
-    const engine = this.#engine;
     const outcome = await this.#loop.run<Granted, null>({
       name,
       owner,
@@ -408,7 +505,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         validUntil: attempt.validUntil,
         autoExtend: o.autoExtend,
       },
-      this.#context,
+      context,
     );
     this.#held.add(lock);
     if (this.listenerCount('acquired') > 0) {

@@ -216,3 +216,34 @@ export function quorum(value: unknown, nodes: number): number {
 }
 
 export { show };
+
+/** Most permits a semaphore may have. */
+const MAX_LIMIT = 1_000_000;
+
+const MODES: readonly LockMode[] = ['exclusive', 'shared'];
+
+export type LockMode = 'exclusive' | 'shared';
+
+/**
+ * Which lock a call asks for: `limit` (a semaphore of that many permits), `mode` (a read-write
+ * lock's; 'exclusive' is the mutex), neither (the mutex). They exclude each other, and reentrancy
+ * is for exclusive holds only.
+ */
+export function lockKind(limit: unknown, mode: unknown, reentrant: boolean): { limit?: number; mode: LockMode } {
+  if (
+    limit !== undefined &&
+    (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+  ) {
+    throw invalidArgument(`\`limit\` must be an integer from 1 to ${MAX_LIMIT}, got ${show(limit)}`);
+  }
+  const chosen = optionalChoice(mode, 'mode', MODES, 'exclusive');
+  if (limit !== undefined && mode !== undefined) {
+    throw invalidArgument(`\`limit\` (a semaphore) and \`mode\` (a read-write lock) cannot be combined, got both`);
+  }
+  if (reentrant && (limit !== undefined || chosen === 'shared')) {
+    throw invalidArgument(
+      `\`reentrant\` holds are exclusive: it cannot be combined with ${limit === undefined ? "`mode: 'shared'`" : '`limit`'}`,
+    );
+  }
+  return limit === undefined ? { mode: chosen } : { limit, mode: chosen };
+}

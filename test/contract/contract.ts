@@ -13,6 +13,7 @@ import {
 import { randomPrefix, waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
 import { primitiveCases } from './primitives.js';
+import { sharedCases } from './shared.js';
 
 /**
  * The contract every backend must meet, written once against the public API. The same cases
@@ -393,5 +394,6 @@ export function runContract(make: () => Promise<ContractBackend>): void {
     });
 
     primitiveCases({ leasehold, backend: () => backend, prefix: () => prefix });
+    sharedCases({ leasehold, backend: () => backend, prefix: () => prefix });
   });
 }

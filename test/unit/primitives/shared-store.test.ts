@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULTS, type HandOff, MemoryStore } from '../../../src/index.js';
-import type { HandOn, SharedRequest, SharedStore, Store } from '../../../src/store/port.js';
+import type { AdminStore, HandOn, SharedRequest, SharedStore, Store } from '../../../src/store/port.js';
 import { resolveStore } from '../../../src/store/registry.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
 
@@ -11,7 +11,7 @@ import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harne
  * the same expectations: the semantics are one, whichever backend keeps them.
  */
 
-type SharedBackend = Store & SharedStore;
+type SharedBackend = Store & SharedStore & AdminStore;
 
 const handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false };
 const lease = { instance: 'test', fenceRetention: 60_000, waiterLease: 5_000, handOn };

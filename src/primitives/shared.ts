@@ -1,0 +1,55 @@
+import { invalidArgument } from '../core/errors.js';
+import { type HandOn, type LeaseStore, portsOf, type SharedStore } from '../store/port.js';
+import type { Primitive } from './primitive.js';
+
+/**
+ * Locks of several holders, over the SharedStore capability: the counting semaphore (`limit: n`)
+ * and the read-write lock's shared mode (`mode: 'shared'`, a limit of 0 at the store). The
+ * read-write lock's exclusive mode is the mutex itself (mutex.ts): one lock per name, so an
+ * exclusive holder (a mutex, a job lock) excludes every shared hold and any shared hold excludes it.
+ * Each hold has its own lease, owner and fencing token; waiting, the watchdog and the Lock handle
+ * are the mutex's. One store only: on Redlock's independent masters a majority vote bounds no
+ * count (with 3 masters and 2 permits, three holders can each win two masters), and waiters do not
+ * queue there, which writer preference rests on.
+ */
+
+/** How a lock of several holders is called in messages, by its limit at the store. */
+export function describeLimit(limit: number): string {
+  return limit === 0
+    ? 'in shared mode (a read-write lock)'
+    : `as a semaphore of ${limit} permit${limit === 1 ? '' : 's'}`;
+}
+
+const shared = (store: LeaseStore) => store as LeaseStore & SharedStore;
+
+/**
+ * Holds of `limit` at the store (0: shared mode). `asked` names the option the caller gave, for the
+ * message of a lock held as another kind. `handOn`: how a free lock is handed to an exclusive
+ * waiter queued ahead, as the topology's releases hand it on.
+ */
+function holds(kind: string, limit: number, asked: string, handOn: HandOn): Primitive {
+  return {
+    kind,
+    supports: (store) => portsOf(store).shared !== undefined,
+    acquire: async (store, name, { minFence: _, ...request }) => {
+      const reply = await shared(store).acquireShared(name, { ...request, limit, handOn });
+      if ('heldAs' in reply) {
+        throw invalidArgument(`${asked} does not match lock "${name}", held ${describeLimit(reply.heldAs)}`);
+      }
+      return reply;
+    },
+    extend: (store, name, owner, ttl) => shared(store).extendShared(name, owner, ttl),
+    release: (store, name, owner, on) => shared(store).releaseShared(name, owner, on),
+    leave: (store, name, owner, on) => shared(store).leaveShared(name, owner, on),
+  };
+}
+
+/** The counting semaphore: at most `limit` holders of a name at once, waiting FIFO. */
+export function semaphore(limit: number, handOn: HandOn): Primitive {
+  return holds('semaphore', limit, `\`limit: ${limit}\``, handOn);
+}
+
+/** The read-write lock's shared mode: shared holders coexist; writers queued ahead are not overtaken. */
+export function sharedMode(handOn: HandOn): Primitive {
+  return holds('read-write lock', 0, "`mode: 'shared'`", handOn);
+}
