@@ -31,5 +31,5 @@ export {
   type StartRedisOptions,
   startRedis,
 } from './redis.js';
-export { type SentinelGroup, startSentinelGroup } from './sentinel.js';
+export { type SentinelGroup, type StartSentinelOptions, startSentinelGroup } from './sentinel.js';
 export { counterToken, randomPrefix, type WaitForOptions, waitFor } from './util.js';
