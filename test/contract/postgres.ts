@@ -72,8 +72,17 @@ async function postgres(
   };
 }
 
+/**
+ * A pool with a connection open already, as the Redis adapters hand over connected clients: a
+ * test that starts one instance's acquisition before another's must not see the second win the
+ * race because the first was still connecting.
+ */
 export function postgresPoolBackend(): Promise<ContractBackend> {
-  return postgres('pg.Pool', async (server) => testPool(server));
+  return postgres('pg.Pool', async (server) => {
+    const pool = testPool(server);
+    await pool.query('SELECT 1');
+    return pool;
+  });
 }
 
 export function postgresClientBackend(): Promise<ContractBackend> {
