@@ -1,10 +1,10 @@
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { Leasehold, MemoryStore } from '../../../src/index.js';
 import type { SharedStore } from '../../../src/store/port.js';
 import { resolveStore } from '../../../src/store/registry.js';
-import { type RedisServer, randomPrefix, startRedis } from '../../harness/index.js';
+import { randomPrefix } from '../../harness/index.js';
+import { suiteRedis } from './redis-fixture.js';
 import { type Command, EXAMPLES, type ModelBackend, semaphoreProperty } from './semaphore-model.js';
 
 /**
@@ -27,26 +27,13 @@ describe('a semaphore checked against a model', () => {
   }, 60_000);
 
   describe('redis-server', () => {
-    let server: RedisServer;
-    const clients: Redis[] = [];
-    beforeAll(async () => {
-      server = await startRedis();
-    });
-    afterAll(async () => {
-      for (const client of clients) client.disconnect();
-      await server?.stop();
-    });
+    const redis = suiteRedis();
 
     it('ioredis, one client per instance', async () => {
       const prefix = randomPrefix();
-      const client = (): Redis => {
-        const c = new Redis(server.port, server.host);
-        clients.push(c);
-        return c;
-      };
-      const store = resolveStore(client(), { prefix, onError: () => {} }).store as unknown as SharedStore;
+      const store = resolveStore(redis.client(), { prefix, onError: () => {} }).store as unknown as SharedStore;
       const backend: ModelBackend = {
-        make: async () => new Leasehold(client(), { prefix }),
+        make: async () => new Leasehold(redis.client(), { prefix }),
         holds: async (name) => (await store.inspectShared(name)).holds.length,
       };
       await fc.assert(semaphoreProperty(backend), { numRuns: RUNS, examples });

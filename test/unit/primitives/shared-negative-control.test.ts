@@ -1,12 +1,12 @@
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Leasehold, type Store } from '../../../src/index.js';
 import type { SharedRequest } from '../../../src/store/port.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { resolveStore } from '../../../src/store/registry.js';
 import { writerUnderReaders } from '../../contract/shared.js';
-import { type RedisServer, randomPrefix, startRedis } from '../../harness/index.js';
+import { randomPrefix } from '../../harness/index.js';
+import { suiteRedis } from './redis-fixture.js';
 import { type Command, EXAMPLES, type ModelBackend, semaphoreProperty } from './semaphore-model.js';
 
 /**
@@ -15,26 +15,12 @@ import { type Command, EXAMPLES, type ModelBackend, semaphoreProperty } from './
  * test only), and must catch it; the same check on the real script passes.
  */
 
-let server: RedisServer;
-const clients: Redis[] = [];
+const redis = suiteRedis();
+const client = () => redis.client();
 const instances: Leasehold[] = [];
-
-beforeAll(async () => {
-  server = await startRedis();
-});
 afterEach(async () => {
   await Promise.all(instances.splice(0).map((l) => l.close()));
 });
-afterAll(async () => {
-  for (const client of clients) client.disconnect();
-  await server?.stop();
-});
-
-function client(): Redis {
-  const c = new Redis(server.port, server.host);
-  clients.push(c);
-  return c;
-}
 
 /** Replace the Lua function `name` of lib/shared.lua by one with `body`; fail if it is not there. */
 function replaceFunction(name: string, body: string): (source: string) => string {

@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DEFAULTS, type HandOff, MemoryStore } from '../../../src/index.js';
 import type { AdminStore, HandOn, SharedRequest, SharedStore, Store } from '../../../src/store/port.js';
 import { resolveStore } from '../../../src/store/registry.js';
-import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
+import { randomPrefix, waitFor } from '../../harness/index.js';
+import { suiteRedis } from './redis-fixture.js';
 
 /**
  * The shared holds' steps at the store port, on the MemoryStore and on a real redis-server, with
@@ -20,26 +20,13 @@ function request(owner: string, limit: number, extra: Partial<SharedRequest> = {
   return { owner, ttl: 30_000, limit, ...lease, ...extra };
 }
 
-let server: RedisServer;
-const clients: Redis[] = [];
-
-beforeAll(async () => {
-  server = await startRedis();
-});
-afterAll(async () => {
-  for (const client of clients) client.disconnect();
-  await server?.stop();
-});
+const redis = suiteRedis();
 
 const BACKENDS: readonly [string, () => SharedBackend][] = [
   ['MemoryStore', () => new MemoryStore().scope(randomPrefix()) as SharedBackend],
   [
     'redis-server',
-    () => {
-      const client = new Redis(server.port, server.host);
-      clients.push(client);
-      return resolveStore(client, { prefix: randomPrefix(), onError: () => {} }).store as SharedBackend;
-    },
+    () => resolveStore(redis.client(), { prefix: randomPrefix(), onError: () => {} }).store as SharedBackend,
   ],
 ];
 
