@@ -7,6 +7,7 @@ export {
   LockTimeoutError,
   type LostReason,
   type NodeOutcome,
+  NotReplicatedError,
   QuorumError,
   RedisUnavailableError,
 } from './core/errors.js';

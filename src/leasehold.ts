@@ -65,6 +65,20 @@ export interface LeaseholdOptions {
    * Checked once, on first use. Default `'warn'`.
    */
   unsafeConfig?: UnsafeConfig;
+  /**
+   * Replica acknowledgement: after each grant and extension, wait until this many replicas have it
+   * (Redis WAIT, or WAITAOF with `durability: 'aof'`; on a Cluster, on the node that owns the lock's
+   * slot). Fewer within `replicaTimeout` gives the grant back and rejects with NotReplicatedError
+   * (code NOT_REPLICATED), or with `whenNotReplicated: 'keep'` keeps it, flagged on `lock.replicas`.
+   * Not on Redlock or the memory store. Default 0 (no waiting: replication stays asynchronous).
+   */
+  replicas?: number;
+  /** ms a grant or an extension waits for the replicas. Default 100. */
+  replicaTimeout?: number;
+  /** What confirms a write: `'replicas'` (in their memory) or `'aof'` (fsynced to the server's and the replicas' AOF). Default `'replicas'`. */
+  durability?: 'replicas' | 'aof';
+  /** A short confirmation: `'fail'` gives the grant back and rejects; `'keep'` keeps it, `lock.replicas` says how many confirmed. Default `'fail'`. */
+  whenNotReplicated?: 'fail' | 'keep';
   /** Redlock: how many nodes must agree. Default ⌊N/2⌋+1. */
   quorum?: number;
   /**
@@ -302,10 +316,17 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       waiterLease: DEFAULTS.waiterLease,
     };
     const unsafeConfig = validate.unsafeConfig(o.unsafeConfig);
+    const replication = validate.replication(o);
     this.#common = common;
     const backendOptions = { prefix, onError: onSubscriberError };
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
+      if (replication) {
+        throw invalidArgument(
+          '`replicas` is for one deployment with replicas (Sentinel, a Cluster): Redlock rests on independent ' +
+            'masters instead, and a grant there is confirmed by a quorum of them',
+        );
+      }
       validate.distinctBackends(backend);
       const stores = backend.map((b: unknown) => resolveStore(b, backendOptions));
       this.#engine = new Quorum(mutex, stores, {
@@ -333,7 +354,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       // Every waiter of one store is queued there and named by the hand-off: a release with
       // nobody queued has nobody to tell.
       const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false });
-      const single = { ...common, handOn, eviction };
+      if (replication && portsOf(store).replication === undefined) {
+        throw invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
+      }
+      const single = { ...common, handOn, eviction, replication };
       this.#engine = new Single(mutex, store, owned, single);
       this.#engineFor = (limit) => {
         const primitive = limit === 'shared' ? sharedMode(handOn) : semaphore(limit, handOn);
@@ -504,6 +528,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         ttl: o.ttl,
         validUntil: attempt.validUntil,
         autoExtend: o.autoExtend,
+        replicas: attempt.replicas,
       },
       context,
     );

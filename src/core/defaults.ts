@@ -20,6 +20,12 @@ export const DEFAULTS = Object.freeze({
   commandTimeout: 2_000,
   /** What withLock / tryWithLock do when the backend is unreachable. */
   whenUnavailable: 'fail' as const,
+  /** With `replicas`: ms a grant or an extension waits for the replicas to confirm it. */
+  replicaTimeout: 100,
+  /** With `replicas`: what confirms a write (the replicas' memory, or their and the server's AOF). */
+  durability: 'replicas' as const,
+  /** With `replicas`: a short confirmation fails the acquisition (`'fail'`) or is kept and flagged (`'keep'`). */
+  whenNotReplicated: 'fail' as const,
   /** Longest lock name accepted, in UTF-16 code units. */
   maxNameLength: 512,
   /** Largest ttl / wait accepted, in ms (what a Node timer can hold). */

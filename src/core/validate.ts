@@ -247,3 +247,30 @@ export function lockKind(limit: unknown, mode: unknown, reentrant: boolean): { l
   }
   return limit === undefined ? { mode: chosen } : { limit, mode: chosen };
 }
+
+/** Replica acknowledgement from a Leasehold's options: undefined when `replicas` is not set (or 0). */
+export function replication(
+  o: Record<string, unknown>,
+): { replicas: number; timeout: number; durability: 'replicas' | 'aof'; whenShort: 'fail' | 'keep' } | undefined {
+  const replicas = optionalInteger(o.replicas, 'replicas', 0, 64, 0);
+  const timeout = optionalDuration(o.replicaTimeout, 'replicaTimeout', 1, DEFAULTS.replicaTimeout);
+  const durability = oneOfValues(o.durability, 'durability', ['replicas', 'aof'] as const, DEFAULTS.durability);
+  const whenShort = oneOfValues(
+    o.whenNotReplicated,
+    'whenNotReplicated',
+    ['fail', 'keep'] as const,
+    DEFAULTS.whenNotReplicated,
+  );
+  if (replicas === 0) return undefined;
+  return { replicas, timeout, durability, whenShort };
+}
+
+function oneOfValues<T extends string>(value: unknown, option: string, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw invalidArgument(
+      `\`${option}\` must be one of ${allowed.map((a) => `'${a}'`).join(', ')}, got ${show(value)}`,
+    );
+  }
+  return value as T;
+}
