@@ -25,10 +25,12 @@ missing=()
 if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/postgres" ] || [ ! -x "$pg_bin/initdb" ]; then missing+=(postgresql); fi
 if ! command -v etcd >/dev/null; then missing+=(etcd-server); fi
 if ! command -v etcdctl >/dev/null; then missing+=(etcd-client); fi
+# PgBouncer, for the test of PostgreSQL behind transaction pooling (skipped where it is missing).
+if ! command -v pgbouncer >/dev/null && [ "$(id -u)" -eq 0 ]; then missing+=(pgbouncer); fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)"
   if [ "$(id -u)" -ne 0 ]; then
-    echo "${missing[*]} missing and this is not root: run 'apt-get install -y postgresql etcd-server etcd-client' first" >&2
+    echo "${missing[*]} missing and this is not root: run 'apt-get install -y postgresql etcd-server etcd-client pgbouncer' first" >&2
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive

@@ -50,6 +50,8 @@ export type {
   SkipReason,
 } from './schedule/types.js';
 export { MemoryStore } from './store/memory/memory-store.js';
+/** The PostgreSQL schema of a prefix, as plain SQL, for running the migration by hand (see docs/postgres.md). */
+export { migrationSql } from './store/postgres/schema.js';
 export type {
   AcquireReply,
   AcquireRequest,
