@@ -1,0 +1,111 @@
+import { ErrorCode, LockError } from '../../core/errors.js';
+import type { StoredOutcome } from '../port.js';
+import type { EtcdKeyValue } from './client.js';
+
+/**
+ * The values of the store's keys, as JSON with short fields, and their strict decoding: anything
+ * else under our prefix is a bad reply (LockError STORE), never a guess.
+ */
+
+/** A contender's key: its owner and instance, the lease it asked for, and when it was granted (null while it waits). */
+export interface Member {
+  readonly owner: string;
+  readonly instance: string;
+  readonly ttl: number;
+  /** Wall-clock ms of the grant on the granting client (etcd keeps no clock); null while waiting. */
+  readonly takenAt: number | null;
+}
+
+/** The release marker: who released the grant with token `fence`. */
+export interface Released {
+  readonly owner: string;
+  readonly fence: number;
+}
+
+export interface RunClaim {
+  readonly tick: number | null;
+  readonly instance: string;
+  readonly startedAt: number;
+}
+
+export interface RunEnd {
+  readonly finishedAt: number;
+  readonly outcome: Exclude<StoredOutcome, 'running'>;
+  readonly error: string | null;
+}
+
+const OUTCOMES: ReadonlySet<string> = new Set(['ok', 'failed', 'done', 'lost', 'abandoned']);
+
+function bad(what: string, kv: EtcdKeyValue): LockError {
+  const shown = kv.value.toString().slice(0, 80);
+  return new LockError(ErrorCode.STORE, `etcd3: ${what} at ${kv.key.toString()} is not one leasehold wrote: ${shown}`);
+}
+
+function parse(what: string, kv: EtcdKeyValue): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(kv.value.toString());
+  } catch {
+    throw bad(what, kv);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw bad(what, kv);
+  return value as Record<string, unknown>;
+}
+
+const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
+const isIntOrNull = (v: unknown): v is number | null => v === null || isInt(v);
+const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
+
+export function encodeMember(member: Member): Buffer {
+  return Buffer.from(JSON.stringify({ o: member.owner, i: member.instance, t: member.ttl, g: member.takenAt }));
+}
+
+export function decodeMember(kv: EtcdKeyValue): Member {
+  const v = parse('a contender', kv);
+  if (typeof v.o !== 'string' || typeof v.i !== 'string' || !isInt(v.t) || !isIntOrNull(v.g)) {
+    throw bad('a contender', kv);
+  }
+  return { owner: v.o, instance: v.i, ttl: v.t, takenAt: v.g };
+}
+
+export function encodeReleased(released: Released): Buffer {
+  return Buffer.from(JSON.stringify({ o: released.owner, f: released.fence }));
+}
+
+export function decodeReleased(kv: EtcdKeyValue | undefined): Released | null {
+  if (!kv) return null;
+  const v = parse('a release marker', kv);
+  if (typeof v.o !== 'string' || !isInt(v.f)) throw bad('a release marker', kv);
+  return { owner: v.o, fence: v.f };
+}
+
+export function encodeClaim(claim: RunClaim): Buffer {
+  return Buffer.from(JSON.stringify({ k: claim.tick, i: claim.instance, s: claim.startedAt }));
+}
+
+export function decodeClaim(kv: EtcdKeyValue): RunClaim {
+  const v = parse('a run', kv);
+  if (!isIntOrNull(v.k) || typeof v.i !== 'string' || !isInt(v.s)) throw bad('a run', kv);
+  return { tick: v.k, instance: v.i, startedAt: v.s };
+}
+
+export function encodeEnd(end: RunEnd): Buffer {
+  return Buffer.from(JSON.stringify({ f: end.finishedAt, r: end.outcome, e: end.error }));
+}
+
+export function decodeEnd(kv: EtcdKeyValue): RunEnd {
+  const v = parse('a run end', kv);
+  if (!isInt(v.f) || typeof v.r !== 'string' || !OUTCOMES.has(v.r) || !isStringOrNull(v.e)) {
+    throw bad('a run end', kv);
+  }
+  return { finishedAt: v.f, outcome: v.r as RunEnd['outcome'], error: v.e };
+}
+
+/** A revision (or count) etcd sent as a decimal string, as a number. */
+export function revision(text: string | undefined, what: string): number {
+  const n = Number(text);
+  if (text === undefined || !/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
+    throw new LockError(ErrorCode.STORE, `etcd3: ${what} is not a revision: ${String(text)}`);
+  }
+  return n;
+}
