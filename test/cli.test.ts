@@ -191,6 +191,40 @@ describe('leasehold CLI against a real Redis', () => {
     for (const next of waiting) await (await next).release();
   });
 
+  it.concurrent('inspect shows a semaphore’s permits and each holder, and a read-write lock’s mode', async () => {
+    const prefix = randomPrefix();
+    const [a, b] = [instance(prefix, 'pod-a'), instance(prefix, 'pod-b')];
+    const permits = [await a.acquire('pool', { limit: 3 }), await b.acquire('pool', { limit: 3 })];
+    const text = await run(prefix, 'inspect', 'pool');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^mode +semaphore: 2 of 3 permits held$/m);
+    for (const [lock, pod] of [
+      [permits[0], 'pod-a'],
+      [permits[1], 'pod-b'],
+    ] as const) {
+      expect(text.stdout).toContain(
+        `holder    ${lock?.owner.slice(0, 8)}… (owner token), ${pod}, token ${lock?.fencingToken}`,
+      );
+    }
+    const json = JSON.parse((await run(prefix, 'inspect', 'pool', '--json')).stdout) as Record<string, unknown>;
+    expect(json).toMatchObject({ held: true, mode: 'semaphore', limit: 3, owner: null });
+    expect((json.holders as { owner: string }[]).map((h) => h.owner).sort()).toEqual(
+      permits.map((l) => l?.owner).sort(),
+    );
+    for (const lock of permits) await lock?.release();
+
+    const reader = await a.acquire('doc', { mode: 'shared' });
+    const writing = b.acquire('doc', { wait: 15_000 });
+    await waitFor(async () => (await client.zcard(lockKeys(prefix, 'doc').waiters)) === 1);
+    const rw = await run(prefix, 'inspect', 'doc');
+    expect(rw.stdout).toMatch(/^mode +shared: 1 holder \(read-write lock\)$/m);
+    expect(rw.stdout).toMatch(/^waiters +1 queued: /m);
+    await reader.release();
+    const writer = await writing;
+    expect((await run(prefix, 'inspect', 'doc')).stdout).toMatch(/^mode +exclusive \(one holder\)$/m);
+    await writer.release();
+  });
+
   it.concurrent('list finds exactly the held locks, not fencing counters, queues or job keys', async () => {
     const prefix = randomPrefix();
     const locks = instance(prefix, 'pod-list');
