@@ -22,7 +22,12 @@ const nestjsUsesTheMainEntry: NonNullable<Options['esbuildPlugins']>[number] = {
 // CLI. `npm test`, `npm pack` (prepack) and `npm publish` all leave the same dist/ behind.
 export default defineConfig([
   {
-    entry: { index: 'src/index.ts', fencing: 'src/fencing/index.ts', nestjs: 'src/nestjs/index.ts' },
+    entry: {
+      index: 'src/index.ts',
+      fencing: 'src/fencing/index.ts',
+      nestjs: 'src/nestjs/index.ts',
+      otel: 'src/otel/index.ts',
+    },
     format: ['esm', 'cjs'],
     // LEASEHOLD_BUILD=js: JavaScript only, for a quick test run while declarations do not build.
     dts: process.env.LEASEHOLD_BUILD !== 'js',
