@@ -21,10 +21,12 @@ import limit from './scenarios/limit.mjs';
 import memory from './scenarios/memory.mjs';
 import parallel from './scenarios/parallel.mjs';
 import redlock from './scenarios/redlock.mjs';
+import rwlock from './scenarios/rwlock.mjs';
+import semaphore from './scenarios/semaphore.mjs';
 import serial from './scenarios/serial.mjs';
 import { startRedis } from './server.mjs';
 
-const SCENARIOS = [serial, parallel, limit, contended, contendedApart, redlock, memory];
+const SCENARIOS = [serial, parallel, limit, contended, contendedApart, semaphore, rwlock, redlock, memory];
 const DEFAULT_OUT = new URL('./results/', import.meta.url).pathname;
 
 /** Sized so that a full run takes about five minutes on a 2-core machine, and --quick under one. */
