@@ -77,6 +77,26 @@ async function contest(locks, ms) {
   return { perWorker, waits, gaps, acquisitions, handoffs, timeouts, overlaps, busyMs };
 }
 
+/** The figures of a contended run, in the order the tables show them (other contended scenarios pick from them). */
+export const METRICS = [
+  { key: 'handoffsPerSec', label: 'handoffs/s', better: 'higher', digits: 0 },
+  { key: 'acquisitionsPerSec', label: 'acquisitions/s', better: 'higher', digits: 0 },
+  { key: 'utilization', label: 'lock utilization', better: 'higher', digits: 3 },
+  { key: 'handoffGapP50', label: 'handoff gap p50 ms', better: 'lower', digits: 2 },
+  { key: 'waitP50', label: 'wait p50 ms', better: 'lower', digits: 2 },
+  { key: 'waitP99', label: 'wait p99 ms', better: 'lower', digits: 1 },
+  { key: 'waitMax', label: 'wait max ms', better: 'lower', digits: 0 },
+  { key: 'minPerWorker', label: 'fewest per worker', better: 'higher', digits: 0 },
+  { key: 'leastServedShare', label: 'least-served ÷ fair share', better: 'higher', digits: 2 },
+  { key: 'callsPerAcquisition', label: 'calls/acq', better: 'lower', digits: 2 },
+  { key: 'serverRoundTripsPerAcquisition', label: 'round trips/acq (server)', better: 'lower', digits: 2 },
+  { key: 'serverCommandsPerAcquisition', label: 'server cmds/acq', better: 'lower', digits: 2 },
+  { key: 'clientCpuPerAcquisition', label: 'node CPU µs/acq', better: 'lower', digits: 1 },
+  { key: 'serverCpuPerAcquisition', label: 'redis CPU µs/acq', better: 'lower', digits: 1 },
+  { key: 'timeouts', label: 'timeouts', better: 'lower', digits: 0 },
+  { key: 'overlaps', label: 'overlaps', better: 'lower', digits: 0 },
+];
+
 /**
  * 16 workers take turns on one key, each holding it 1 ms, through `instances` library
  * instances (1: one app process whose workers share a client; 16: one process per worker).
@@ -91,24 +111,7 @@ export function contended({ name, title, instances }) {
   return {
     name,
     title,
-    metrics: [
-      { key: 'handoffsPerSec', label: 'handoffs/s', better: 'higher', digits: 0 },
-      { key: 'acquisitionsPerSec', label: 'acquisitions/s', better: 'higher', digits: 0 },
-      { key: 'utilization', label: 'lock utilization', better: 'higher', digits: 3 },
-      { key: 'handoffGapP50', label: 'handoff gap p50 ms', better: 'lower', digits: 2 },
-      { key: 'waitP50', label: 'wait p50 ms', better: 'lower', digits: 2 },
-      { key: 'waitP99', label: 'wait p99 ms', better: 'lower', digits: 1 },
-      { key: 'waitMax', label: 'wait max ms', better: 'lower', digits: 0 },
-      { key: 'minPerWorker', label: 'fewest per worker', better: 'higher', digits: 0 },
-      { key: 'leastServedShare', label: 'least-served ÷ fair share', better: 'higher', digits: 2 },
-      { key: 'callsPerAcquisition', label: 'calls/acq', better: 'lower', digits: 2 },
-      { key: 'serverRoundTripsPerAcquisition', label: 'round trips/acq (server)', better: 'lower', digits: 2 },
-      { key: 'serverCommandsPerAcquisition', label: 'server cmds/acq', better: 'lower', digits: 2 },
-      { key: 'clientCpuPerAcquisition', label: 'node CPU µs/acq', better: 'lower', digits: 1 },
-      { key: 'serverCpuPerAcquisition', label: 'redis CPU µs/acq', better: 'lower', digits: 1 },
-      { key: 'timeouts', label: 'timeouts', better: 'lower', digits: 0 },
-      { key: 'overlaps', label: 'overlaps', better: 'lower', digits: 0 },
-    ],
+    metrics: METRICS,
     run(library, ctx) {
       return withInstances(library, ctx.port, instances, async (locks) => {
         await Promise.all(locks.map((lock) => cycleFor(lock, KEY, warmupMs(ctx.duration) / locks.length)));

@@ -39,6 +39,18 @@ export const CONTESTANTS = {
   }),
 };
 
+/** One acquisition: its handle, when it was granted and how long it waited; undefined if it failed. */
+async function timed(lock, options) {
+  const asked = now();
+  try {
+    const handle = await lock.acquire(KEY, options);
+    const got = now();
+    return { handle, got, waited: got - asked };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The contest for `ms`: every worker in its role (`roles[i]` gives the options leasehold gets for
  * it: `{ limit }` or `{ mode }`), counting acquisitions per worker and per role, waits, how many
@@ -73,16 +85,13 @@ async function contest(lock, roles, ms, admits) {
     const { name, options } = roles[id];
     if (!waits.has(name)) waits.set(name, new Samples());
     while (!stopped) {
-      const asked = now();
-      let handle;
-      try {
-        handle = await lock.acquire(KEY, options);
-      } catch {
+      const taken = await timed(lock, options);
+      if (taken === undefined) {
         timeouts++;
         continue;
       }
-      const got = now();
-      waits.get(name).add(got - asked);
+      const { handle, got } = taken;
+      waits.get(name).add(taken.waited);
       acquisitions++;
       if (got <= end) perWorker[id]++;
       if (!admits(open, name)) broken++;
