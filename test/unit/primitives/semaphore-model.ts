@@ -47,8 +47,9 @@ export const commands = fc.array(
 /** Sequences every run tries first: each one breaks a semaphore that does not count, or does not reclaim. */
 export const EXAMPLES: readonly (readonly Command[])[] = [
   [0, 1, 2].map((w) => ({ op: 'acquire', worker: w, long: true })),
+  // One hold outlives the other, so the lock stays held while a permit's lease runs out.
   [
-    { op: 'acquire', worker: 0, long: false },
+    { op: 'acquire', worker: 0, long: true },
     { op: 'acquire', worker: 1, long: false },
     { op: 'expire' },
     { op: 'acquire', worker: 2, long: true },
