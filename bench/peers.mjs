@@ -8,6 +8,7 @@
  */
 
 import { execFileSync } from 'node:child_process';
+import diagnostics from 'node:diagnostics_channel';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@sesamecare-oss/redlock';
@@ -66,12 +67,14 @@ function sideErrors(name, isExpected) {
 const baselinePath = process.env.LEASEHOLD_BASELINE;
 const Baseline = baselinePath ? (await import(pathToFileURL(baselinePath).href)).Leasehold : undefined;
 
-function leasehold(name = 'leasehold', LeaseholdClass = Leasehold) {
+function leasehold(name = 'leasehold', LeaseholdClass = Leasehold, options = {}, backend = undefined) {
   let lh;
+  let opened;
   return {
     name,
     async setup(clients) {
-      lh = new LeaseholdClass(clients.length === 1 ? clients[0] : clients);
+      opened = backend ? await backend() : undefined;
+      lh = new LeaseholdClass(opened?.client ?? (clients.length === 1 ? clients[0] : clients), options);
       const report = sideErrors('leasehold', () => false);
       lh.on('backendError', ({ error }) => report(error));
     },
@@ -79,8 +82,50 @@ function leasehold(name = 'leasehold', LeaseholdClass = Leasehold) {
     release: (lock) => lock.release(),
     async teardown() {
       await lh?.close();
+      await opened?.close();
     },
   };
+}
+
+/**
+ * leasehold with every diagnostics channel subscribed (no-op handlers): what tracing costs when
+ * someone listens. The plain `leasehold` row has nobody subscribed.
+ */
+function tracedLeasehold() {
+  const inner = leasehold('leasehold (traced)');
+  const handlers = { start() {}, end() {}, asyncStart() {}, asyncEnd() {}, error() {} };
+  const noop = () => {};
+  const traced = ['leasehold:acquire', 'leasehold:extend', 'leasehold:release'];
+  const plain = ['leasehold:lost', 'leasehold:handoff', 'leasehold:job', 'leasehold:backend-error'];
+  return {
+    ...inner,
+    async setup(clients) {
+      for (const name of traced) diagnostics.tracingChannel(name).subscribe(handlers);
+      for (const name of plain) diagnostics.subscribe(name, noop);
+      await inner.setup(clients);
+    },
+    async teardown() {
+      await inner.teardown();
+      for (const name of traced) diagnostics.tracingChannel(name).unsubscribe(handlers);
+      for (const name of plain) diagnostics.unsubscribe(name, noop);
+    },
+  };
+}
+
+/** A PostgreSQL pool and an etcd client, when the run was given their URLs (bench/backends.ts starts both). */
+const POSTGRES_URL = process.env.BENCH_POSTGRES_URL;
+const ETCD_URL = process.env.BENCH_ETCD_URL;
+
+async function postgresBackend() {
+  const { default: pg } = await import('pg');
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 20 });
+  return { client: pool, close: () => pool.end() };
+}
+
+async function etcdBackend() {
+  const { Etcd3 } = await import('etcd3');
+  const client = new Etcd3({ hosts: ETCD_URL });
+  return { client, close: async () => client.close() };
 }
 
 /** Both Redlock ports share their API; their README wants an 'error' listener (it emits one per failed vote). */
@@ -192,6 +237,23 @@ function bareIoredis() {
 /** Fresh adapters for one run: nothing carries over from one scenario or round to the next. */
 export const LIBRARIES = [
   { name: 'leasehold', create: () => leasehold() },
+  { name: 'leasehold (traced)', create: tracedLeasehold },
+  {
+    name: 'leasehold (replicas: 1)',
+    create: () => leasehold('leasehold (replicas: 1)', Leasehold, { replicas: 1, replicaTimeout: 1_000 }),
+    replica: true,
+  },
+  ...(POSTGRES_URL
+    ? [
+        {
+          name: 'leasehold (postgres)',
+          create: () => leasehold('leasehold (postgres)', Leasehold, {}, postgresBackend),
+        },
+      ]
+    : []),
+  ...(ETCD_URL
+    ? [{ name: 'leasehold (etcd)', create: () => leasehold('leasehold (etcd)', Leasehold, {}, etcdBackend) }]
+    : []),
   ...(Baseline ? [{ name: 'baseline', create: () => leasehold('baseline', Baseline) }] : []),
   { name: 'redlock', create: redlockLike('redlock', Redlock, ResourceLockedError) },
   { name: '@sesamecare-oss/redlock', create: redlockLike('@sesamecare-oss/redlock', SesameRedlock, SesameLocked) },

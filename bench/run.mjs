@@ -173,9 +173,20 @@ async function main() {
   const needsNodes = Math.max(1, ...options.scenarios.map((s) => s.nodes ?? 1));
   const servers = [];
   const admins = [];
+  const extra = [];
   try {
     for (let i = 0; i < needsNodes; i++) servers.push(await startRedis());
     for (const server of servers) admins.push(await connectAdmin(server.port));
+    // A library that waits for a replica gets one, beside the first server.
+    if (options.libraries.some((l) => l.replica)) {
+      const replica = await startRedis({ replicaOf: servers[0].port });
+      extra.push(replica);
+      const admin = await connectAdmin(replica.port);
+      for (let i = 0; i < 200 && !/master_link_status:up/.test(await admin.info('replication')); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      admin.disconnect();
+    }
     const ctx = {
       port: servers[0].port,
       ports: servers.map((s) => s.port),
@@ -237,7 +248,7 @@ async function main() {
     log(`${meta.elapsedSeconds} s; wrote ${written.join(', ')}`);
   } finally {
     await closeAll(admins);
-    await Promise.all(servers.map((s) => s.stop()));
+    await Promise.all([...servers, ...extra].map((s) => s.stop()));
   }
 }
 

@@ -52,16 +52,18 @@ async function answersPing(port) {
 }
 
 /**
- * Start a redis-server on a free loopback port with persistence off, and wait until it answers.
+ * Start a redis-server on a free loopback port with persistence off, and wait until it answers;
+ * with `replicaOf`, as a replica of the server on that port.
  * Resolves `{ port, pid, stop() }`.
  */
-export async function startRedis() {
+export async function startRedis({ replicaOf } = {}) {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-'));
+    const replica = replicaOf === undefined ? [] : ['--replicaof', HOST, String(replicaOf)];
     const child = spawn(
       'redis-server',
-      ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', dir],
+      ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', dir, ...replica],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
