@@ -35,6 +35,8 @@ export function etcdBackendOn(endpoints: readonly string[], server?: { stop(): P
     client: async () => {
       const client = new Etcd3({ hosts: [...endpoints] });
       clients.push(client);
+      // Connected before it is handed out, as the Redis adapters' clients are.
+      await client.get('leasehold-contract-probe').string();
       return client;
     },
     expire: async (prefix, name) => {

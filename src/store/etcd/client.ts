@@ -105,7 +105,7 @@ export interface EtcdClient {
     txn(request: TxnRequest): Promise<TxnResponse>;
   };
   readonly leaseClient: {
-    leaseGrant(request: { TTL: number; ID?: string }): Promise<{ readonly ID: string; readonly TTL: string }>;
+    leaseGrant(request: { TTL: number }): Promise<{ readonly ID: string; readonly TTL: string }>;
     leaseRevoke(request: { ID: string }): Promise<unknown>;
     leaseKeepAlive(): Promise<KeepAliveStream>;
     leaseTimeToLive(request: { ID: string }): Promise<{ readonly TTL: string }>;

@@ -219,9 +219,12 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
   async #confirm(entry: Entry, renewal: Promise<Renewal>, ttl: number, since: number): Promise<void> {
     const renewed = await renewal;
     if (!renewed.ok) {
-      this.#contenders.forget(entry);
-      if (renewed.error instanceof SessionLost) throw new Unconfirmed('session lost', { cause: renewed.error });
+      if (renewed.error instanceof SessionLost) {
+        this.#contenders.forget(entry);
+        throw new Unconfirmed('session lost', { cause: renewed.error });
+      }
       if (entry.session.coveredUntil < since + ttl) {
+        this.#contenders.forget(entry);
         const key = entry.keys.member(entry.owner);
         this.#txn({ compare: [createdAt(key, entry.revision)], success: [remove(key)], failure: [] }).catch(
           () => undefined,

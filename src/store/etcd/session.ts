@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { now } from '../../core/clock.js';
 import { RedisUnavailableError } from '../../core/errors.js';
 import type { EtcdClient } from './client.js';
@@ -46,58 +45,22 @@ export class SessionLost extends Error {
 /** A grant's or extension's lease could not be confirmed alive; `cause` says why. */
 export class Unconfirmed extends Error {}
 
-/** A lease ID chosen here (a positive int64), so a request can name the lease while its grant is on the way. */
-function leaseId(): string {
-  const id = randomBytes(8).readBigUInt64BE() & 0x7fff_ffff_ffff_ffffn;
-  return String(id === 0n ? 1n : id);
-}
-
 export class Session {
-  /** The lease ID (an int64, as a decimal string), chosen by us and granted under that ID. */
-  readonly id = leaseId();
+  /** The lease ID (an int64, as a decimal string). */
+  readonly id: string;
+  /** The TTL etcd granted, in ms. */
+  readonly ttl: number;
   readonly #client: EtcdClient;
-  /** The TTL in ms: as asked for until etcd answers the grant, then as granted. */
-  #ttl: number;
   /** Monotonic time at or after which the lease is known renewed (a keepalive's send time, or the grant's). */
-  #renewedSince = Number.NEGATIVE_INFINITY;
-  #granted = false;
+  #renewedSince: number;
   #lost = false;
   #inflight: { readonly sentAt: number; readonly done: Promise<void> } | undefined;
-  /** Settles once etcd answered the grant; rejects with its error (the session is then lost). */
-  readonly granted: Promise<void>;
 
-  /**
-   * Grant a lease of `seconds`. Requests may name it at once: one that reaches etcd before the
-   * grant is refused (the lease is not found yet), and is sent again once `granted` settles.
-   */
-  constructor(client: EtcdClient, seconds: number) {
+  constructor(client: EtcdClient, id: string, ttl: number, grantedSince: number) {
     this.#client = client;
-    this.#ttl = seconds * 1000;
-    this.granted = this.#grant(seconds);
-    this.granted.catch(() => undefined);
-  }
-
-  async #grant(seconds: number): Promise<void> {
-    const sentAt = now();
-    try {
-      const granted = await this.#client.leaseClient.leaseGrant({ TTL: seconds, ID: this.id });
-      this.#ttl = Number(granted.TTL) * 1000;
-      this.#renewedSince = Math.max(this.#renewedSince, sentAt);
-      this.#granted = true;
-    } catch (error) {
-      this.#lost = true;
-      throw error;
-    }
-  }
-
-  /** The TTL in ms. */
-  get ttl(): number {
-    return this.#ttl;
-  }
-
-  /** Its grant is on the way: a request naming it may arrive first. */
-  get pending(): boolean {
-    return !this.#granted && !this.#lost;
+    this.id = id;
+    this.ttl = ttl;
+    this.#renewedSince = grantedSince;
   }
 
   get lost(): boolean {
@@ -106,7 +69,7 @@ export class Session {
 
   /** Monotonic time until which etcd keeps the lease at least, by what is confirmed so far. */
   get coveredUntil(): number {
-    return this.#renewedSince + this.#ttl;
+    return this.#renewedSince + this.ttl;
   }
 
   /**
@@ -116,7 +79,6 @@ export class Session {
    */
   renew(since: number): Promise<void> {
     if (this.#lost) return Promise.reject(new SessionLost(this.id));
-    if (!this.#granted) return this.granted.then(() => this.renew(since));
     if (this.#renewedSince >= since) return Promise.resolve();
     const inflight = this.#inflight;
     if (inflight && inflight.sentAt >= since) return inflight.done;
@@ -145,8 +107,8 @@ export class Session {
       const timer = setTimeout(() => {
         settle();
         stream.cancel();
-        reject(new RedisUnavailableError(`etcd3: no keepalive answer for lease ${this.id} within ${this.#ttl} ms`));
-      }, this.#ttl);
+        reject(new RedisUnavailableError(`etcd3: no keepalive answer for lease ${this.id} within ${this.ttl} ms`));
+      }, this.ttl);
       let settled = false;
       const settle = () => {
         settled = true;
@@ -221,13 +183,11 @@ export class Sessions {
   #grantMain(): Promise<Session> {
     const granting = this.#grant(this.#mainSeconds);
     this.#main = granting;
-    granting.then((session) =>
-      session.granted.then(
-        () => this.#keepAlive(session),
-        () => {
-          if (this.#main === granting) this.#main = undefined;
-        },
-      ),
+    granting.then(
+      (session) => this.#keepAlive(session),
+      () => {
+        if (this.#main === granting) this.#main = undefined;
+      },
     );
     return granting;
   }
@@ -264,28 +224,36 @@ export class Sessions {
     }
     const granting = this.#grant(seconds);
     this.#bySeconds.set(seconds, granting);
+    granting.catch(() => {
+      if (this.#bySeconds.get(seconds) === granting) this.#bySeconds.delete(seconds);
+    });
     return granting;
   }
 
-  /** A new session, at once: its grant is on the way (see Session). */
+  /**
+   * A new session, once etcd granted it. Never sooner: a request naming a lease etcd has not
+   * granted yet fails inside the raft log, and etcd 3.4 may apply that entry again after a crash
+   * (when its backend lagged the log), with the lease present by then: the same log would give
+   * another state (etcd-io/etcd#12535, where a failed lease revoke did that).
+   */
   async #grant(seconds: number): Promise<Session> {
-    return new Session(this.#client, seconds);
+    const sentAt = now();
+    const granted = await this.#client.leaseClient.leaseGrant({ TTL: seconds });
+    return new Session(this.#client, granted.ID, Number(granted.TTL) * 1000, sentAt);
   }
 
   /**
-   * etcd said a lease a request named is gone: wait for the grant of a session still on its way,
-   * or ask etcd whether each is alive (a keepalive marks a gone one lost). Resolves true when the
-   * request is worth sending once more; rejects when a grant failed or etcd cannot tell.
+   * etcd said a lease a request named is gone: ask etcd which (a keepalive marks a gone one lost;
+   * a live one is never taken for lost). Resolves true when the request is worth sending once
+   * more, on new sessions; rejects when etcd cannot tell.
    */
   static async recheck(error: unknown, sessions: readonly (Session | undefined)[]): Promise<boolean> {
     if (!isLeaseGone(error)) return false;
     for (const session of sessions) {
       if (!session || session.lost) continue;
-      if (session.pending) await session.granted;
-      else
-        await session.renew(now()).catch((e: unknown) => {
-          if (!(e instanceof SessionLost)) throw e;
-        });
+      await session.renew(now()).catch((e: unknown) => {
+        if (!(e instanceof SessionLost)) throw e;
+      });
     }
     return true;
   }
