@@ -264,6 +264,24 @@ describe('leasehold CLI against a real Redis', () => {
     await (await queued).release();
   });
 
+  it.concurrent('list shows locks held by shared holds: the permits of a semaphore and the readers of a read-write lock', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix, 'pod-shared');
+    const permits = await Promise.all([1, 2].map(() => locks.acquire('s:pool', { limit: 3 })));
+    const readers = await Promise.all([1, 2].map(() => locks.acquire('s:doc', { mode: 'shared' })));
+    const json = await run(prefix, 'list', '--json');
+    expect(json.code).toBe(0);
+    const rows = JSON.parse(json.stdout) as { name: string; mode?: string; holders?: number; limit?: number }[];
+    expect(rows).toEqual([
+      expect.objectContaining({ name: 's:doc', mode: 'shared', holders: 2 }),
+      expect.objectContaining({ name: 's:pool', mode: 'semaphore', limit: 3, holders: 2 }),
+    ]);
+    const text = await run(prefix, 'list');
+    expect(text.stdout).toMatch(/^s:pool +\d+ ms +\d+ +2\/3 permits/m);
+    expect(text.stdout).toMatch(/^s:doc +\d+ ms +\d+ +2 shared/m);
+    for (const lock of [...permits, ...readers]) await lock.release();
+  });
+
   it.concurrent('release refuses without --force, and with it frees the lock for the next waiter', async () => {
     const prefix = randomPrefix();
     const first = instance(prefix, 'pod-stuck');

@@ -1,4 +1,4 @@
-import type { LockState } from '../../store/port.js';
+import { type LockState, portsOf, type SharedState, type Store } from '../../store/port.js';
 import type { OperatorCommand } from '../command.js';
 import { dateTime, msLeft, printJson, shortToken, table } from '../format.js';
 
@@ -27,20 +27,36 @@ local time of the grant by the server's clock.
     const names: string[] = [];
     for await (const name of op.scanLocks(match, SCAN_COUNT)) names.push(name);
     names.sort();
-    const held: { name: string; state: LockState }[] = [];
+    const held: { name: string; state: LockState; shared?: SharedState }[] = [];
+    const sharedPort = portsOf(op.lease as Store).shared;
     for (let i = 0; i < names.length; i += BATCH) {
       const batch = names.slice(i, i + BATCH);
       const states = await Promise.all(batch.map((name) => op.bounded(op.lease.inspect(name), 'inspect')));
-      // A lock found by the scan may have been released or expired since.
-      states.forEach((state, j) => {
-        const name = batch[j];
-        if (name !== undefined && state.owner !== null) held.push({ name, state });
-      });
+      // A lock found by the scan may have been released or expired since. One held by shared
+      // holds (a semaphore's permits, a read-write lock's readers) has no single owner.
+      await Promise.all(
+        states.map(async (state, j) => {
+          const name = batch[j];
+          if (name === undefined) return;
+          if (state.owner !== null) {
+            held.push({ name, state });
+            return;
+          }
+          const shared = sharedPort && (await op.bounded(sharedPort.inspectShared(name), 'inspect-shared'));
+          if (!shared || shared.holds.length === 0) return;
+          // The lock lasts as long as its longest hold; the latest grant is its newest hold's.
+          const last = shared.holds.reduce((a, b) => (b.takenAt > a.takenAt ? b : a));
+          const pttl = Math.max(...shared.holds.map((h) => h.pttl));
+          held.push({ name, state: { ...state, pttl, fence: last.token, holder: last }, shared });
+        }),
+      );
     }
+    held.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     if (args.flag('json')) {
       printJson(
-        held.map(({ name, state }) => ({
+        held.map(({ name, state, shared }) => ({
           name,
+          ...(shared ? { mode: shared.mode, limit: shared.limit, holders: shared.holds.length } : {}),
           owner: state.owner,
           ttl: state.pttl < 0 ? null : state.pttl,
           fence: state.fence,
@@ -59,11 +75,11 @@ local time of the grant by the server's clock.
     process.stdout.write(
       table([
         ['NAME', 'TTL', 'FENCE', 'HOLDER', 'INSTANCE', 'TAKEN'],
-        ...held.map(({ name, state }) => [
+        ...held.map(({ name, state, shared }) => [
           name,
           msLeft(state.pttl),
           String(state.fence),
-          shortToken(state.owner ?? ''),
+          shared ? holdersOf(shared) : shortToken(state.owner ?? ''),
           state.holder?.instance ?? '-',
           state.holder ? dateTime(state.holder.takenAt) : '-',
         ]),
@@ -73,3 +89,10 @@ local time of the grant by the server's clock.
     return 0;
   },
 };
+
+/** The HOLDER column of a lock held by shared holds. */
+function holdersOf(shared: SharedState): string {
+  const n = shared.holds.length;
+  if (shared.mode === 'semaphore') return `${n}/${shared.limit ?? '?'} permits`;
+  return `${n} shared`;
+}

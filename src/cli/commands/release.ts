@@ -42,7 +42,14 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
       return 0;
     }
     const by = reply.holder ? ` (${reply.holder.instance})` : '';
-    const was = `was held by ${shortToken(reply.owner)}${by}${fence === null ? '' : `, fencing token ${fence}`}`;
+    // A lock held by shared holds has no one owner: its value marks it ('^<permits>', 0 for readers).
+    const shared = /^\^(\d+)/.exec(reply.owner);
+    const whom = shared
+      ? shared[1] === '0'
+        ? 'shared holders (a read-write lock)'
+        : `the holders of a semaphore of ${shared[1]} permits`
+      : shortToken(reply.owner);
+    const was = `was held by ${whom}${by}${fence === null ? '' : `, fencing token ${fence}`}`;
     const next =
       reply.woken === null
         ? 'no waiter queued'
