@@ -54,26 +54,28 @@ describe('etcd faults', () => {
     return range.kvs;
   }
 
+  /** A holder process that took `name` with `ttl` ms, and the token it got. */
+  async function heldElsewhere(prefix: string, name: string, ttl: number): Promise<[EtcdHolder, number]> {
+    const child = await holder(prefix);
+    child.send({ cmd: 'acquire', name, ttl });
+    const report = await child.next();
+    if (report.event !== 'acquired') throw new Error(`the holder did not acquire: ${JSON.stringify(report)}`);
+    return [child, report.fencingToken as number];
+  }
+
   it('a holder frozen past its session: another acquires with a higher token; on wake the stale holder is told, and cannot release the new lock', async () => {
     const prefix = randomPrefix();
-    const stale = await holder(prefix);
-    stale.send({ cmd: 'acquire', name: 'payment:7', ttl: 1_000 });
-    const acquired = await stale.next();
-    expect(acquired.event).toBe('acquired');
-
-    stale.process.kill('SIGSTOP');
-    cleanups.push(() => stale.process.kill('SIGCONT'));
-    const locks = leasehold(prefix);
+    const [frozen, staleToken] = await heldElsewhere(prefix, 'payment:7', 1_000);
+    frozen.process.kill('SIGSTOP');
+    cleanups.push(() => frozen.process.kill('SIGCONT'));
     // Nothing renews the frozen process's session: etcd ends it, and deletes its key.
-    const fresh = await locks.acquire('payment:7', { ttl: 10_000, wait: 10_000 });
-    expect(fresh.fencingToken).toBeGreaterThan(acquired.fencingToken as number);
-
-    stale.process.kill('SIGCONT');
-    const lost = await stale.next();
-    expect(lost.event).toBe('lost');
-    expect(lost.reason).toBe('validity-elapsed');
-    stale.send({ cmd: 'release' });
-    expect(await stale.next()).toEqual({ event: 'released', released: false });
+    const fresh = await leasehold(prefix).acquire('payment:7', { ttl: 10_000, wait: 10_000 });
+    expect(fresh.fencingToken).toBeGreaterThan(staleToken);
+    frozen.process.kill('SIGCONT');
+    // Woken, its own clock says the lease ran out before any extension was confirmed.
+    expect(await frozen.next()).toMatchObject({ event: 'lost', reason: 'validity-elapsed' });
+    frozen.send({ cmd: 'release' });
+    expect(await frozen.next()).toEqual({ event: 'released', released: false });
     const [first] = await line(prefix, 'payment:7');
     expect(first?.value.toString()).toContain(fresh.owner);
     expect(fresh.signal.aborted).toBe(false);
@@ -82,9 +84,7 @@ describe('etcd faults', () => {
 
   it('a holder killed with kill -9: the lock is held until its session ends, then the next owner gets it with a higher token', async () => {
     const prefix = randomPrefix();
-    const victim = await holder(prefix);
-    victim.send({ cmd: 'acquire', name: 'job', ttl: 1_000 });
-    const acquired = await victim.next();
+    const [victim, victimToken] = await heldElsewhere(prefix, 'job', 1_000);
     await victim.kill9();
     const killedAt = performance.now();
     const locks = leasehold(prefix);
@@ -94,26 +94,26 @@ describe('etcd faults', () => {
     // Nothing deletes it but etcd, when the dead process's session runs out unrenewed.
     expect(waited).toBeGreaterThan(500);
     expect(waited).toBeLessThan(SESSION_TTL + 3_000);
-    expect(next.fencingToken).toBeGreaterThan(acquired.fencingToken as number);
+    expect(next.fencingToken).toBeGreaterThan(victimToken);
     await next.release();
   });
 
   it('a waiter killed with kill -9 while first in line: its key goes with its session, and the next waiter gets the lock', async () => {
     const prefix = randomPrefix();
-    const locks = leasehold(prefix);
-    const held = await locks.acquire('queue', { ttl: 10_000 });
-    const doomed = await holder(prefix);
-    doomed.send({ cmd: 'acquire', name: 'queue', ttl: 10_000, wait: 20_000 });
-    expect((await doomed.next()).event).toBe('waiting');
-    await waitFor(async () => (await line(prefix, 'queue')).length === 2);
-    await doomed.kill9();
-    const next = leasehold(prefix).acquire('queue', { wait: 10_000 });
-    await waitFor(async () => (await line(prefix, 'queue')).length === 3);
-    await held.release();
-    const started = performance.now();
-    const lock = await next;
-    expect(performance.now() - started).toBeLessThan(SESSION_TTL + 3_000);
-    expect(lock.fencingToken).toBeGreaterThan(held.fencingToken);
+    const inLine = (n: number) => waitFor(async () => (await line(prefix, 'queue')).length === n);
+    const first = await leasehold(prefix).acquire('queue', { ttl: 10_000 });
+    const dead = await holder(prefix);
+    dead.send({ cmd: 'acquire', name: 'queue', ttl: 10_000, wait: 20_000 });
+    await inLine(2);
+    await dead.kill9();
+    const third = leasehold(prefix).acquire('queue', { wait: 10_000 });
+    await inLine(3);
+    // Released, the lock is the dead waiter's until etcd ends its session (no reservation to lapse).
+    await first.release();
+    const releasedAt = performance.now();
+    const lock = await third;
+    expect(performance.now() - releasedAt).toBeLessThan(SESSION_TTL + 3_000);
+    expect(lock.fencingToken).toBeGreaterThan(first.fencingToken);
     expect(await lock.release()).toBe(true);
   });
 
@@ -156,16 +156,19 @@ describe('etcd faults', () => {
     expect(await held.release()).toBe(true);
   });
 
-  it('nothing listening: acquire fails with RedisUnavailableError in bounded time', async () => {
-    const port = await freePort();
-    const dead = new Etcd3({ hosts: `http://127.0.0.1:${port}` });
-    cleanups.push(() => dead.close());
-    const locks = new Leasehold(dead, { commandTimeout: 300 });
-    cleanups.push(() => locks.close());
+  it('nothing listening: acquire and the scheduler fail with RedisUnavailableError in bounded time', async () => {
+    const nowhere = new Etcd3({ hosts: `http://127.0.0.1:${await freePort()}` });
+    const locks = new Leasehold(nowhere, { commandTimeout: 300 });
+    cleanups.push(
+      () => nowhere.close(),
+      () => locks.close(),
+    );
     const started = performance.now();
-    const error = await locks.acquire('x').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RedisUnavailableError);
-    expect(performance.now() - started).toBeLessThan(3_000);
+    await expect(locks.acquire('x')).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(locks.withLock('x', () => 1)).rejects.toBeInstanceOf(RedisUnavailableError);
+    // Fail closed: a tick is skipped as unavailable, never run unlocked unless asked to.
+    expect(await locks.runOnce('nightly', () => 1)).toEqual({ ran: false, reason: 'unavailable' });
+    expect(performance.now() - started).toBeLessThan(5_000);
   });
 
   it('a value under the prefix that leasehold did not write is a store error, never “unavailable”', async () => {
