@@ -20,8 +20,8 @@ export interface Parsed {
   flag(name: string): boolean;
 }
 
-/** One operator command: what it takes, its help text, and what it does on an open connection. */
-export interface OperatorCommand {
+/** What every command declares: what it takes and its help text. */
+export interface CommandSpec {
   readonly name: string;
   /** After `leasehold `: the operands and the command's own options. */
   readonly synopsis: string;
@@ -34,8 +34,21 @@ export interface OperatorCommand {
   readonly operands: readonly string[];
   /** Checks made before connecting, so a refused command never touches Redis. */
   readonly check?: (args: Parsed) => void;
+}
+
+/** One operator command: it acts on the locks through an open operator connection. */
+export interface OperatorCommand extends CommandSpec {
   /** Resolves the exit status. */
   readonly run: (op: Operator, args: Parsed) => Promise<number>;
+}
+
+/**
+ * A command that opens what it needs itself rather than the store's ports: `doctor` reads the
+ * server's own settings, `verify` starts processes and proxies of its own.
+ */
+export interface DirectCommand extends CommandSpec {
+  /** Resolves the exit status. */
+  readonly start: (args: Parsed) => Promise<number>;
 }
 
 const COMMON: Options = {
@@ -44,7 +57,7 @@ const COMMON: Options = {
   help: { type: 'boolean', short: 'h' },
 };
 
-export function commandUsage(command: OperatorCommand): string {
+export function commandUsage(command: CommandSpec): string {
   return `usage: leasehold ${command.synopsis} [--redis URL] [--prefix P]
 
 ${command.summary}
@@ -73,7 +86,7 @@ function asUsage<T>(check: () => T): T {
 }
 
 /** Parse `argv` for `command`, or null when it asked for help (printed here). */
-export function parse(command: OperatorCommand, argv: readonly string[]): Parsed | null {
+export function parse(command: CommandSpec, argv: readonly string[]): Parsed | null {
   const { values, positionals } = parseArgs({
     args: [...argv],
     options: { ...COMMON, ...command.options },

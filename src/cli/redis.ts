@@ -1,3 +1,5 @@
+import type { Redis } from 'ioredis';
+import { withTimeout } from '../core/timeout.js';
 import type { Backend, IORedisBackend, NodeRedisBackend } from '../store/registry.js';
 
 /** A connected client of whichever Redis library is installed (both are optional peers). */
@@ -93,4 +95,76 @@ export async function connectRedis(url: string): Promise<DemoRedis> {
     };
   }
   throw new Error('--redis needs a Redis client library: npm install ioredis (or redis)');
+}
+
+/** Where one Redis server is and how to log in: what a redis:// URL says, as ioredis options. */
+export interface ServerAddress {
+  readonly host: string;
+  readonly port: number;
+  readonly username?: string;
+  readonly password?: string;
+  readonly db?: number;
+  /** For rediss://: the name the server's certificate is checked against. */
+  readonly tls?: { readonly servername: string };
+}
+
+/** The address and credentials in a redis:// or rediss:// URL. */
+export function addressOf(url: string): ServerAddress {
+  const parsed = new URL(url);
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, '$1');
+  const db = parsed.pathname.replace(/^\//, '');
+  return {
+    host,
+    port: parsed.port === '' ? 6379 : Number(parsed.port),
+    ...(parsed.username === '' ? {} : { username: decodeURIComponent(parsed.username) }),
+    ...(parsed.password === '' ? {} : { password: decodeURIComponent(parsed.password) }),
+    ...(/^\d+$/.test(db) ? { db: Number(db) } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: { servername: host } } : {}),
+  };
+}
+
+/** The URL as it may be printed: the password replaced by ***. */
+export function printableUrl(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.password !== '') parsed.password = '***';
+  return parsed.toString().replace(/\/$/, '');
+}
+
+interface IORedisClient {
+  default: new (options: Record<string, unknown>) => Redis;
+}
+
+/**
+ * A client of one server (no Cluster routing), connected within `connectTimeout` or rejected with
+ * the URL and the connection's error. It never reconnects unless `reconnect` is given: a check
+ * run by hand fails at once instead of retrying behind the operator's back.
+ */
+export async function connectServer(
+  address: ServerAddress,
+  options: { what: string; connectTimeout?: number; reconnect?: (times: number) => number },
+): Promise<Redis> {
+  const ioredis = await loadOptional<IORedisClient>('ioredis');
+  if (!ioredis) throw new Error(`${options.what} needs the ioredis package: npm install ioredis`);
+  const connectTimeout = options.connectTimeout ?? 2_000;
+  const client = new ioredis.default({
+    ...address,
+    lazyConnect: true,
+    connectTimeout,
+    maxRetriesPerRequest: options.reconnect ? 2 : 0,
+    retryStrategy: options.reconnect ?? (() => null),
+  });
+  let lastError: unknown;
+  client.on('error', (error: unknown) => {
+    lastError = error;
+  });
+  const where = `${address.host}:${address.port}`;
+  const connecting = client.connect();
+  try {
+    await withTimeout(connecting, connectTimeout + 500, () => new Error(`no answer within ${connectTimeout} ms`));
+  } catch (error) {
+    connecting.catch(() => undefined);
+    client.disconnect();
+    throw unreachable(where, lastError ?? error);
+  }
+  return client;
 }
