@@ -3,7 +3,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LockError } from '../core/errors.js';
-import { commandUsage, type OperatorCommand, parse, UsageError } from './command.js';
+import { commandUsage, type DirectCommand, type OperatorCommand, parse, UsageError } from './command.js';
+import { doctor } from './commands/doctor.js';
 import { history } from './commands/history.js';
 import { inspect } from './commands/inspect.js';
 import { list } from './commands/list.js';
@@ -15,6 +16,8 @@ import { openOperator } from './operator.js';
 import type { DemoPlan } from './pod.js';
 
 const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch];
+/** Commands that check the deployment rather than its locks; they take --redis and --prefix too. */
+const DIRECT: readonly DirectCommand[] = [doctor];
 
 const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
       Three pods run the same job every second: each tick runs once, never three times;
@@ -29,6 +32,8 @@ const USAGE = `usage: leasehold <command> [options]
 operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or redis://127.0.0.1:6379,
 any node's URL for a Redis Cluster, and --prefix P, default 'leasehold'; needs ioredis installed):
 ${OPERATOR.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
+deployment checks (the same --redis and --prefix):
+${DIRECT.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
 other commands:
 ${DEMO_USAGE}  help [command]
       This text, or a command's.
@@ -82,6 +87,11 @@ async function runOperator(command: OperatorCommand, argv: readonly string[]): P
   }
 }
 
+async function runDirect(command: DirectCommand, argv: readonly string[]): Promise<number> {
+  const args = parse(command, argv);
+  return args === null ? 0 : command.start(args);
+}
+
 function runDemo(argv: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
@@ -117,7 +127,7 @@ function runDemoPod(argv: readonly string[]): Promise<number> {
 }
 
 function help(topic: string | undefined): number {
-  const command = OPERATOR.find((c) => c.name === topic);
+  const command = OPERATOR.find((c) => c.name === topic) ?? DIRECT.find((c) => c.name === topic);
   if (topic !== undefined && command === undefined && topic !== 'demo') {
     throw new UsageError(`unknown command: ${topic}`);
   }
@@ -140,6 +150,8 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   if (command === 'demo') return runDemo(rest);
   if (command === 'demo-pod') return runDemoPod(rest);
+  const direct = DIRECT.find((c) => c.name === command);
+  if (direct) return runDirect(direct, rest);
   const operator = OPERATOR.find((c) => c.name === command);
   if (operator) return runOperator(operator, rest);
   throw new UsageError(
@@ -167,7 +179,7 @@ main(argv).then(exit, (error: unknown) => {
   const usage = isUsage(error);
   process.stderr.write(`leasehold: ${error instanceof Error ? error.message : String(error)}\n`);
   if (usage) {
-    const named = OPERATOR.some((c) => c.name === argv[0]) || argv[0] === 'demo';
+    const named = [...OPERATOR, ...DIRECT].some((c) => c.name === argv[0]) || argv[0] === 'demo';
     process.stderr.write(`run \`leasehold ${named ? `${argv[0]} ` : ''}--help\` for usage\n`);
   }
   exit(usage ? 2 : 1);
