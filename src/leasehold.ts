@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { AcquireLoop } from './core/acquire-loop.js';
 import { now } from './core/clock.js';
 import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
-import { type AcquireContext, channels, outcomeOf, trace, tracing } from './core/diagnostics.js';
+import { type AcquireContext, channels, outcomeOf, trace, traced, tracing } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
 import {
@@ -486,6 +486,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     } catch (error) {
       return Promise.reject(error);
     }
+    // Nobody listening: no context, no closures, the acquisition as it is.
+    if (!traced(tracing.acquire)) return this.#take1(name, o, started, variant);
     return trace(
       tracing.acquire,
       (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: variant.kind }),

@@ -122,7 +122,7 @@ export const channels = {
 };
 
 /** Whether anyone listens on a tracing channel (any of its five events). */
-export function traced(tc: TracingChannel<object, object>): boolean {
+export function traced<C extends object>(tc: TracingChannel<C, C>): boolean {
   const t = tc as unknown as {
     hasSubscribers?: boolean;
     start: { hasSubscribers: boolean };
@@ -144,7 +144,7 @@ export function trace<T, C extends object>(
   settle: (context: C, result: T) => void,
   fail: (context: C, error: unknown) => void = () => {},
 ): Promise<T> {
-  if (!traced(tc as unknown as TracingChannel<object, object>)) return fn();
+  if (!traced(tc)) return fn();
   const ctx = context();
   return tc.tracePromise(async () => {
     try {

@@ -1,6 +1,6 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
-import { channels, type ExtendContext, type ReleaseContext, trace, tracing } from './diagnostics.js';
+import { channels, type ExtendContext, type ReleaseContext, trace, traced, tracing } from './diagnostics.js';
 import type { ExtendOutcome } from './engine.js';
 import { type CurrentHolder, LockLostError, type LostReason } from './errors.js';
 import type { Kept, LeaseKeeper } from './lease-keeper.js';
@@ -179,6 +179,7 @@ export class Lock implements AsyncDisposable {
     this.#state = 'released';
     this.#context.keeper.cancel(this.#kept);
     this.#context.onDone(this);
+    if (!traced(tracing.release)) return this.#context.release(this);
     return trace(
       tracing.release,
       (): ReleaseContext => ({ ...this.#message(), heldFor: Math.round(now() - this.#takenAt) }),
