@@ -16,12 +16,32 @@ import type { LeaseholdRuntime } from './runtime.js';
 
 type Method = (...args: unknown[]) => unknown;
 
-/** A method decorator (TypeScript's `experimentalDecorators`, as Nest uses) for methods of type `F`. */
-export type LeaseholdMethodDecorator<F> = <T extends F>(
+/** What a call resolves with when it did not run: `skipped`, or what `skipped(reason, ...args)` returns. */
+export type SkippedValue<S> = S extends (...args: never[]) => infer R ? Awaited<R> : S;
+
+/** Nothing when a method resolving `T`'s value can also resolve the skipped value `S`; else a type error that says so. */
+type ResolvesSkipped<T, S> = T extends (...args: never[]) => infer R
+  ? [SkippedValue<S>] extends [Awaited<R>]
+    ? unknown
+    : { readonly 'the method must be able to resolve the skipped value': SkippedValue<S> }
+  : unknown;
+
+/**
+ * A method decorator (TypeScript's `experimentalDecorators`, as Nest uses) for methods of type `F`
+ * whose calls may resolve the skipped value `S` instead (never, for a decorator that never skips).
+ */
+export type LeaseholdMethodDecorator<F, S = never> = <T extends F>(
   target: object,
   key: string | symbol,
-  descriptor: TypedPropertyDescriptor<T>,
+  descriptor: TypedPropertyDescriptor<T> & ResolvesSkipped<T, S>,
 ) => TypedPropertyDescriptor<T>;
+
+/** The methods `@WithLock(name)` decorates: whatever their arguments, as long as `name` takes them. */
+type LockedMethod<A extends unknown[]> = (...args: [...A, ...never[]]) => Promise<unknown>;
+
+/** Options of a `@WithLock` that may skip a call: `onLocked: 'skip'`, or `whenUnavailable: 'skip'`. */
+type SkippingOptions<S> = WithLockDecoratorOptions &
+  ({ onLocked: 'skip' } | { whenUnavailable: 'skip' }) & { skipped?: S };
 
 function invalid(message: string): LockError {
   return new LockError(ErrorCode.INVALID_ARGUMENT, message);
@@ -77,12 +97,21 @@ function wrap(
  * it settles. When another owner holds the lock, `onLocked: 'throw'` (the default) waits up to
  * `wait` ms and then rejects with LockTimeoutError; `onLocked: 'skip'` does not call the method and
  * resolves `skipped` (default undefined), as `tryWithLock` does. Inside the method, `heldLock()`
- * is the lock and `lockSignal()` its signal. The decorated method returns a promise.
+ * is the lock and `lockSignal()` its signal. The decorated method returns a promise; when it may
+ * skip, its type must allow the skipped value (`Promise<T | undefined>` by default).
  */
-export function WithLock<A extends unknown[] = never[]>(
+export function WithLock<A extends unknown[] = [], const S = undefined>(
   name: string | ((...args: A) => string),
+  options: SkippingOptions<S>,
+): LeaseholdMethodDecorator<LockedMethod<A>, S>;
+export function WithLock<A extends unknown[] = []>(
+  name: string | ((...args: A) => string),
+  options?: WithLockDecoratorOptions,
+): LeaseholdMethodDecorator<LockedMethod<A>>;
+export function WithLock(
+  name: string | ((...args: never[]) => string),
   options: WithLockDecoratorOptions = {},
-): LeaseholdMethodDecorator<(...args: A) => Promise<unknown>> {
+): LeaseholdMethodDecorator<LockedMethod<[]>, unknown> {
   if (typeof name !== 'string' && typeof name !== 'function') {
     throw invalid(`@WithLock takes a lock name or a function of the arguments that returns one, got ${typeof name}`);
   }
@@ -105,7 +134,7 @@ export function WithLock<A extends unknown[] = never[]>(
     return wrap('WithLock', target, key, descriptor, (runtime, instance, original, args) =>
       runtime.withLock(spec, instance, original, args),
     );
-  }) as LeaseholdMethodDecorator<(...args: A) => Promise<unknown>>;
+  }) as unknown as LeaseholdMethodDecorator<LockedMethod<[]>, unknown>;
 }
 
 /**
@@ -115,12 +144,12 @@ export function WithLock<A extends unknown[] = never[]>(
  * runs on one instance only and the others resolve `skipped` (default undefined); without
  * `@Cron` there is no tick, and only the lock (and `lockAtLeastFor`) keeps calls apart. Inside
  * the method, `heldLock()`, `lockSignal()` and `assertLocked()` work. Calls made once the
- * application is shutting down do not run.
+ * application is shutting down do not run. The method's type must allow the skipped value.
  */
-export function Once(
+export function Once<const S = undefined>(
   name?: string,
-  options: OnceOptions = {},
-): LeaseholdMethodDecorator<(...args: never[]) => Promise<unknown>> {
+  options: OnceOptions & { skipped?: S } = {},
+): LeaseholdMethodDecorator<(...args: never[]) => Promise<unknown>, S> {
   if (name !== undefined && typeof name !== 'string') throw invalid(`@Once takes a job name, got ${typeof name}`);
   if (typeof options !== 'object' || options === null) throw invalid('@Once options must be an object');
   const { skipped, ...runOptions } = options;
@@ -136,7 +165,7 @@ export function Once(
       );
       return runtime.once(spec, instance, original, args, tickOf);
     });
-  }) as LeaseholdMethodDecorator<(...args: never[]) => Promise<unknown>>;
+  }) as unknown as LeaseholdMethodDecorator<(...args: never[]) => Promise<unknown>, S>;
 }
 
 /**
@@ -156,7 +185,7 @@ export function ScheduledJob(
     throw invalid(`@ScheduledJob takes a cron expression or an interval in ms, got ${typeof when}`);
   }
   const metadata: ScheduledJobMetadata = { name, when, options };
-  return SetMetadata(SCHEDULED_JOB, metadata) as LeaseholdMethodDecorator<
+  return SetMetadata(SCHEDULED_JOB, metadata) as unknown as LeaseholdMethodDecorator<
     (signal: AbortSignal, run: JobRun) => unknown
   >;
 }

@@ -7,7 +7,14 @@
  * See docs/nestjs.md.
  */
 export { heldLock, lockSignal } from './context.js';
-export { InjectLeasehold, type LeaseholdMethodDecorator, Once, ScheduledJob, WithLock } from './decorators.js';
+export {
+  InjectLeasehold,
+  type LeaseholdMethodDecorator,
+  Once,
+  ScheduledJob,
+  type SkippedValue,
+  WithLock,
+} from './decorators.js';
 export type { OnceOptions, Skipped, SkippedReason, WithLockDecoratorOptions } from './metadata.js';
 export { LeaseholdModule, type LeaseholdModuleAsyncOptions } from './module.js';
 export { DEFAULT_SHUTDOWN_TIMEOUT, LEASEHOLD, type LeaseholdModuleOptions } from './options.js';
