@@ -156,14 +156,16 @@ export function Once<const S = undefined>(
   return ((target: object, key: string | symbol, descriptor: PropertyDescriptor) => {
     const where = whereOf(target, key);
     const spec: OnceSpec = { where, name, options: runOptions, skipped };
-    let tickOf: ((now: number) => number) | null | undefined;
+    let tickOf: { readonly at: ((now: number) => number) | null } | undefined;
     return wrap('Once', target, key, descriptor, (runtime, instance, original, args, wrapper) => {
       // Read on the first call: @Cron may be applied before or after @Once.
-      tickOf ??= cronTickOf(
-        Reflect.getOwnMetadata(NEST_CRON_OPTIONS, wrapper) ?? Reflect.getOwnMetadata(NEST_CRON_OPTIONS, original),
-        where,
-      );
-      return runtime.once(spec, instance, original, args, tickOf);
+      tickOf ??= {
+        at: cronTickOf(
+          Reflect.getOwnMetadata(NEST_CRON_OPTIONS, wrapper) ?? Reflect.getOwnMetadata(NEST_CRON_OPTIONS, original),
+          where,
+        ),
+      };
+      return runtime.once(spec, instance, original, args, tickOf.at);
     });
   }) as unknown as LeaseholdMethodDecorator<(...args: never[]) => Promise<unknown>, S>;
 }

@@ -128,7 +128,8 @@ export class LeaseholdRuntime {
       const instance: unknown = wrapper.instance;
       if (typeof instance !== 'object' || instance === null) continue;
       for (const key of methodNames(Object.getPrototypeOf(instance))) {
-        const method = (instance as Record<string, Method>)[key] as Method;
+        const method: unknown = (instance as Record<string, unknown>)[key];
+        if (typeof method !== 'function') continue;
         const job = Reflect.getMetadata(SCHEDULED_JOB, method) as ScheduledJobMetadata | undefined;
         if (!job) continue;
         if (!wrapper.isDependencyTreeStatic()) {

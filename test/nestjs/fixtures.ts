@@ -68,6 +68,24 @@ decorate(
 );
 decorate(Reports, 'interval', ScheduledJob('reports:interval', 1_000, { lockAtMostFor: 5_000 }));
 
+/** A @Cron job whose every run lasts until its application shuts down. */
+export class LongReports {
+  async everySecond(): Promise<void> {
+    const run = assertLocked();
+    seen.runs.push({ job: 'cron', app: run.instance, tick: run.tick?.getTime() ?? null, token: run.fencingToken });
+    const signal = lockSignal();
+    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    seen.reasons.push(signal.reason);
+  }
+}
+Injectable()(LongReports);
+decorate(
+  LongReports,
+  'everySecond',
+  Cron('* * * * * *', { name: 'long' }),
+  Once('reports:long', { lockAtMostFor: 30_000 }),
+);
+
 /** Methods under @WithLock: waiting, skipping, and long work that stops when told to. */
 export class Ledger {
   async settle(account: string, ms: number): Promise<{ account: string; token: number }> {

@@ -1,11 +1,11 @@
-import type { Provider } from '@nestjs/common';
+import { Injectable, type Provider } from '@nestjs/common';
 import type { TestingModule } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, Leasehold, LockError, MemoryStore } from '../../src/index.js';
 import { heldLock, LEASEHOLD, LeaseholdModule, lockSignal, WithLock } from '../../src/nestjs/index.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
-import { decorate, Ledger, Reports, resetSeen, seen, startApp } from './fixtures.js';
+import { decorate, Ledger, LongReports, Reports, resetSeen, seen, startApp } from './fixtures.js';
 
 /**
  * Three Nest applications in one process, as three pods of one service: each its own
@@ -86,6 +86,23 @@ describe('once per tick across three applications', () => {
   });
 });
 
+describe('a @Once run at shutdown', () => {
+  it('is told to stop and its job lock released: the next tick runs on another application, not after the 30 s lease', async () => {
+    const two = await startThree([LongReports]);
+    await waitFor(() => seen.runs.length === 1, { timeout: 5_000, message: 'a first run' });
+    const holder = seen.runs[0]?.app;
+    const app = two[['pod-a', 'pod-b', 'pod-c'].indexOf(holder ?? '')];
+    if (!app) throw new Error(`no application ${holder}`);
+    const closing = performance.now();
+    await app.close();
+    expect((seen.reasons[0] as LockError).code).toBe(ErrorCode.CLOSED);
+    await waitFor(() => seen.runs.length === 2, { timeout: 5_000, message: 'a run on another application' });
+    expect(performance.now() - closing).toBeLessThan(3_000);
+    expect(seen.runs[1]?.app).not.toBe(holder);
+    expect(seen.runs[1]?.tick).toBeGreaterThan(seen.runs[0]?.tick ?? Number.POSITIVE_INFINITY);
+  });
+});
+
 describe('@WithLock across three applications', () => {
   it('one method, called on all three at once: one call at a time, each with a higher fencing token', async () => {
     const three = await startThree([Ledger]);
@@ -162,6 +179,34 @@ describe('the module on its own', () => {
     expect(await moduleRef.get(Ledger).settle('acct-3', 1)).toMatchObject({ account: 'acct-3' });
     await moduleRef.close();
     await expect(locks.acquire('after')).rejects.toMatchObject({ code: ErrorCode.CLOSED });
+  });
+
+  it('work that ignores lockSignal() holds the shutdown up for shutdownTimeout only; the shutdown does not release its lock', async () => {
+    class Stubborn {
+      async work(): Promise<string> {
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        return 'done';
+      }
+    }
+    Injectable()(Stubborn);
+    decorate(Stubborn, 'work', WithLock('stubborn', { ttl: 5_000 }));
+    const { Test } = await import('@nestjs/testing');
+    const store = new MemoryStore();
+    const moduleRef = await Test.createTestingModule({
+      imports: [LeaseholdModule.forRoot({ store, shutdownTimeout: 200 })],
+      providers: [Stubborn],
+    }).compile();
+    moduleRef.useLogger(false);
+    await moduleRef.init();
+    const working = moduleRef.get(Stubborn).work();
+    await waitFor(() => moduleRef.get(Leasehold).heldCount === 1);
+    const closing = performance.now();
+    await moduleRef.close();
+    expect(performance.now() - closing).toBeLessThan(1_000);
+    const other = new Leasehold(store);
+    expect(await other.tryAcquire('stubborn')).toBeNull();
+    await other.close();
+    await working.catch(() => undefined);
   });
 
   it('refuses options without exactly one backend, naming the fields', async () => {
