@@ -9,15 +9,19 @@ import { history } from './commands/history.js';
 import { inspect } from './commands/inspect.js';
 import { list } from './commands/list.js';
 import { release } from './commands/release.js';
+import { verify } from './commands/verify.js';
 import { watch } from './commands/watch.js';
 import { demo } from './demo.js';
 import { demoPod } from './demo-pod.js';
 import { openOperator } from './operator.js';
 import type { DemoPlan } from './pod.js';
+import type { WorkerPlan } from './verify/history.js';
+import { verifyWorker } from './verify/worker.js';
+import { PLAN_VARIABLE } from './verify/workers.js';
 
 const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch];
 /** Commands that check the deployment rather than its locks; they take --redis and --prefix too. */
-const DIRECT: readonly DirectCommand[] = [doctor];
+const DIRECT: readonly DirectCommand[] = [doctor, verify];
 
 const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
       Three pods run the same job every second: each tick runs once, never three times;
@@ -92,6 +96,13 @@ async function runDirect(command: DirectCommand, argv: readonly string[]): Promi
   return args === null ? 0 : command.start(args);
 }
 
+function runVerifyWorker(): Promise<number> {
+  // Internal: one worker of `leasehold verify`, started by verify itself with its plan.
+  const plan = process.env[PLAN_VARIABLE];
+  if (plan === undefined) throw new UsageError('verify-worker is started by `leasehold verify`');
+  return verifyWorker(JSON.parse(plan) as WorkerPlan);
+}
+
 function runDemo(argv: readonly string[]): Promise<number> {
   const { values } = parseArgs({
     args: [...argv],
@@ -150,6 +161,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   if (command === 'demo') return runDemo(rest);
   if (command === 'demo-pod') return runDemoPod(rest);
+  if (command === 'verify-worker') return runVerifyWorker();
   const direct = DIRECT.find((c) => c.name === command);
   if (direct) return runDirect(direct, rest);
   const operator = OPERATOR.find((c) => c.name === command);
