@@ -2,14 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/cli/doctor/finding.js';
 import type { NodeFacts } from '../../src/cli/doctor/probe.js';
 import { clock, cluster, latency, persistence, replication } from '../../src/cli/doctor/rules.js';
 import { looksLikeLockName, looksLikeToken } from '../../src/cli/doctor/scan.js';
 import { Leasehold } from '../../src/index.js';
-import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
+import { type RedisServer, randomPrefix, startCluster, startRedis, waitFor } from '../harness/index.js';
 
 /** `leasehold doctor`, the built CLI run as a real process against real servers configured safe and unsafe. */
 
@@ -22,6 +22,7 @@ interface Report {
   level: 'ok' | 'warn' | 'unsafe';
   exitCode: number;
   topology: string;
+  nodes: string[];
   redis: string;
   findings: Finding[];
   scan: {
@@ -207,6 +208,46 @@ describe('leasehold doctor', () => {
     expect(finding(onPrimary.json, 'replication').summary).toMatch(
       /^1 replica \(127\.0\.0\.1:\d+\), replicated asynchronously/,
     );
+  });
+
+  it('checks every master of a Cluster and scans each; a slot left uncovered makes it unsafe', async () => {
+    const cluster = await startCluster({ masters: 3 });
+    const client = new Cluster(cluster.startupNodes);
+    try {
+      const base = randomPrefix();
+      // Hand-rolled locks in slots of different masters: the scan must find each one.
+      const names = ['{a}', '{b}', '{c}', '{d}', '{e}', '{f}'].map((tag) => `${base}:lock:${tag}`);
+      for (const name of names) await client.set(name, '1');
+      const first = cluster.nodes[0] as RedisServer;
+      const { code, json } = report(first.url);
+      expect(code).toBe(3);
+      expect(json.topology).toBe('cluster');
+      expect(json.nodes).toHaveLength(3);
+      expect(finding(json, 'cluster')).toMatchObject({ level: 'ok' });
+      expect(
+        json.findings
+          .filter((f) => f.check === 'eviction')
+          .map((f) => f.node)
+          .sort(),
+      ).toEqual(cluster.nodes.map((n) => `127.0.0.1:${n.port}`).sort());
+      expect(finding(json, 'lock-without-ttl').details?.keys).toBe(names.length);
+
+      // A slot nobody serves: with cluster-require-full-coverage (the default) the cluster stops.
+      const slot = String(await client.cluster('KEYSLOT', names[0] as string));
+      const owner = (await client.cluster('SLOTS')) as unknown as [number, number, [string, number]][];
+      const port = owner.find(([from, to]) => Number(slot) >= from && Number(slot) <= to)?.[2][1];
+      const node = cluster.nodes.find((n) => n.port === port) as RedisServer;
+      await node.command('CLUSTER', 'DELSLOTS', slot);
+      await waitFor(async () => /cluster_state:fail/.test(await node.command('CLUSTER', 'INFO')), {
+        message: 'the cluster notices the uncovered slot',
+      });
+      const broken = report(node.url, '--scan-limit', '0').json;
+      expect(finding(broken, 'cluster')).toMatchObject({ level: 'unsafe' });
+      expect(finding(broken, 'cluster').summary).toContain('16383 of 16384 slots assigned');
+    } finally {
+      client.disconnect();
+      await cluster.stop();
+    }
   });
 
   it('wrong use exits 2; an unreachable server exits 1', () => {

@@ -252,7 +252,7 @@ export function replication(facts: NodeFacts): Finding[] {
         `${replicas.length} ${replicas.length === 1 ? 'replica' : 'replicas'} (${list}), replicated asynchronously; ${bound}`,
         [
           'a grant is acknowledged before any replica has it: a failover in that window loses the lock, and a second owner can take it (its higher token lets a fenced resource refuse the first).',
-          'fence the resource (leasehold/fencing); min-replicas-to-write 1 with min-replicas-max-lag 10 stops writes when replicas fall behind; where a failover must not lose a lock, use Redlock over independent masters.',
+          'fence the resource (leasehold/fencing); the option replicas: 1 makes a grant count only once a replica has it (WAIT); min-replicas-to-write 1 with min-replicas-max-lag 10 stops writes when replicas fall behind; see docs/deployments.md.',
         ],
         { replicas, minReplicasToWrite: minToWrite },
       ),
@@ -323,7 +323,10 @@ export function clock(facts: NodeFacts): Finding | null {
   // The true offset lies within half a round trip of the measured one.
   const least = Math.max(0, Math.abs(c.offsetMs) - c.rttMs / 2);
   const which = offset > 0 ? 'ahead of' : 'behind';
-  const summary = `the server's clock is ${Math.abs(offset)} ms (±${plusMinus} ms) ${which} this machine's`;
+  const summary =
+    Math.abs(c.offsetMs) <= c.rttMs / 2
+      ? `the server's clock agrees with this machine's within the round trip (±${plusMinus} ms)`
+      : `the server's clock is ${Math.abs(offset)} ms (±${plusMinus} ms) ${which} this machine's`;
   const details = { offsetMs: c.offsetMs, rttMs: c.rttMs, clockToleranceMs: tolerance };
   if (least < CLOCK_WARN_MS) {
     return ok('clock', `${summary}: leases do not depend on it; the scheduler tolerates ${tolerance} ms`, details);
