@@ -126,6 +126,7 @@ export async function runVerify(options: VerifyOptions): Promise<RunOutcome> {
     })();
     failedStart.catch(() => undefined);
     await Promise.race([ready, failedStart]);
+    if (crashes.length > 0) throw new Error(crashes[0]);
 
     const start = Date.now();
     const end = start + options.durationMs;

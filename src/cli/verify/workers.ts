@@ -98,13 +98,21 @@ export class WorkerSlot {
     }
     child.once('exit', (code, signal) => {
       this.#onEvent({ e: 'exited', t: Date.now(), w: this.slot, pid, code, signal });
+      // A process that died before it was ready is not waited for (its crash is reported below).
+      if (child === this.#child) {
+        this.#ready?.();
+        this.#ready = undefined;
+      }
       if (child !== this.#child) return;
       this.phase = 'dead';
       if (!this.#stopping && signal !== 'SIGKILL') {
         this.#onCrash(this, `worker ${this.slot} exited with ${signal ?? `code ${code}`}: ${this.#stderr.trim()}`);
       }
     });
-    child.once('error', (error) => this.#onCrash(this, `worker ${this.slot} could not start: ${error.message}`));
+    child.once('error', (error) => {
+      this.#onCrash(this, `worker ${this.slot} could not start: ${error.message}`);
+      this.#ready?.();
+    });
     return ready;
   }
 
