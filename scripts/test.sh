@@ -43,7 +43,7 @@ fi
 # data directory, socket directory and random loopback port. As root, it runs PostgreSQL as the
 # system user leasehold-pg, which it creates when missing.
 "$pg_bin/postgres" --version
-etcd --version | head -n 1
+etcd --version | sed -n 1p  # sed reads it all: head would leave etcd a broken pipe (exit 141 under pipefail)
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
