@@ -15,6 +15,10 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 export interface Parsed {
   readonly operands: readonly string[];
   readonly redis: string;
+  /** --postgres URL: the operator commands on a PostgreSQL store instead of Redis. */
+  readonly postgres?: string | undefined;
+  /** --etcd URL (comma-separated endpoints): the operator commands on an etcd store instead of Redis. */
+  readonly etcd?: string | undefined;
   readonly prefix: string;
   string(name: string): string | undefined;
   flag(name: string): boolean;
@@ -53,6 +57,8 @@ export interface DirectCommand extends CommandSpec {
 
 const COMMON: Options = {
   redis: { type: 'string' },
+  postgres: { type: 'string' },
+  etcd: { type: 'string' },
   prefix: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 };
@@ -64,6 +70,8 @@ ${command.summary}
 ${command.details}
   --redis URL   the Redis to use (default: $LEASEHOLD_REDIS_URL, else ${DEFAULT_REDIS_URL});
                 for a Redis Cluster, the URL of any one of its nodes
+  --postgres URL, --etcd URL
+                the locks of a PostgreSQL or etcd store instead (needs pg or etcd3 installed)
   --prefix P    the key prefix the locks were taken under (default '${DEFAULTS.prefix}')
   -h, --help    this text
 `;
@@ -108,9 +116,17 @@ export function parse(command: CommandSpec, argv: readonly string[]): Parsed | n
     asUsage(() => validate.lockName(operand, wanted[i]));
   }
   const prefix = values.prefix;
+  const given = (['redis', 'postgres', 'etcd'] as const).filter((b) => typeof values[b] === 'string');
+  if (given.length > 1) throw new UsageError(`give one of --redis, --postgres, --etcd, not ${given.join(' and ')}`);
+  const postgres = typeof values.postgres === 'string' ? values.postgres : undefined;
+  if (postgres !== undefined && !/^postgres(ql)?:\/\//.test(postgres)) {
+    throw new UsageError(`--postgres must be a postgres:// URL, got ${postgres}`);
+  }
   const parsed: Parsed = {
     operands: positionals,
     redis: redisUrl(typeof values.redis === 'string' ? values.redis : undefined),
+    postgres,
+    etcd: typeof values.etcd === 'string' ? values.etcd : undefined,
     prefix: asUsage(() => validate.prefix(prefix)),
     string: (name) => {
       const value = values[name];

@@ -3,11 +3,13 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LockError } from '../core/errors.js';
+import { openStoreOperator } from './backends.js';
 import { commandUsage, type DirectCommand, type OperatorCommand, parse, UsageError } from './command.js';
 import { doctor } from './commands/doctor.js';
 import { history } from './commands/history.js';
 import { inspect } from './commands/inspect.js';
 import { list } from './commands/list.js';
+import { migrate } from './commands/migrate.js';
 import { release } from './commands/release.js';
 import { verify } from './commands/verify.js';
 import { watch } from './commands/watch.js';
@@ -21,7 +23,7 @@ import { PLAN_VARIABLE } from './verify/workers.js';
 
 const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch];
 /** Commands that check the deployment rather than its locks; they take --redis and --prefix too. */
-const DIRECT: readonly DirectCommand[] = [doctor, verify];
+const DIRECT: readonly DirectCommand[] = [doctor, verify, migrate];
 
 const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
       Three pods run the same job every second: each tick runs once, never three times;
@@ -34,7 +36,8 @@ const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
 const USAGE = `usage: leasehold <command> [options]
 
 operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or redis://127.0.0.1:6379,
-any node's URL for a Redis Cluster, and --prefix P, default 'leasehold'; needs ioredis installed):
+any node's URL for a Redis Cluster, or --postgres URL, or --etcd URL, and --prefix P, default
+'leasehold'; needs ioredis, pg or etcd3 installed):
 ${OPERATOR.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
 deployment checks (the same --redis and --prefix):
 ${DIRECT.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
@@ -83,7 +86,12 @@ function ticksOption(value: string | undefined): number {
 async function runOperator(command: OperatorCommand, argv: readonly string[]): Promise<number> {
   const args = parse(command, argv);
   if (args === null) return 0;
-  const op = await openOperator(args.redis, args.prefix);
+  const op =
+    args.postgres !== undefined
+      ? await openStoreOperator('postgres', args.postgres, args.prefix)
+      : args.etcd !== undefined
+        ? await openStoreOperator('etcd', args.etcd, args.prefix)
+        : await openOperator(args.redis, args.prefix);
   try {
     return await command.run(op, args);
   } finally {
