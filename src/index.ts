@@ -50,8 +50,6 @@ export type {
   SkipReason,
 } from './schedule/types.js';
 export { MemoryStore } from './store/memory/memory-store.js';
-/** The PostgreSQL schema of a prefix, as plain SQL, for running the migration by hand (see docs/postgres.md). */
-export { migrationSql } from './store/postgres/schema.js';
 export type {
   AcquireReply,
   AcquireRequest,
@@ -85,6 +83,8 @@ export type {
   StoreInfo,
 } from './store/port.js';
 export { STORE } from './store/port.js';
+/** The PostgreSQL schema of a prefix, as plain SQL, for running the migration by hand (see docs/postgres.md). */
+export { migrationSql } from './store/postgres/schema.js';
 /** The Redis key layout, for tooling that reads a Redis directly. */
 export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './store/redis/keys.js';
 export type { Backend, IORedisBackend, NodeRedisBackend } from './store/registry.js';

@@ -10,7 +10,13 @@ import { type IORedisBackend, ioredisBackend, type NodeRedisBackend, nodeRedisBa
 export type { BackendEntry, BackendOptions, IORedisBackend, NodeRedisBackend };
 
 /** Every backend `new Leasehold(x)` knows, asked in order. Adding a backend is one line here. */
-const BACKENDS: readonly BackendEntry[] = [ioredisBackend, nodeRedisBackend, storeBackend, postgresBackend, etcdBackend];
+const BACKENDS: readonly BackendEntry[] = [
+  ioredisBackend,
+  nodeRedisBackend,
+  storeBackend,
+  postgresBackend,
+  etcdBackend,
+];
 
 /**
  * What `Leasehold` accepts as a backend: an ioredis Redis or Cluster, a node-redis client, cluster

@@ -134,7 +134,13 @@ export class Single implements LockEngine {
     const short = replicas < replication.replicas || !local;
     if (short && replication.whenShort === 'fail') {
       const detail = local ? '' : ' (the server has not written it to its own AOF)';
-      throw new NotReplicatedError(name, operation, replicas, replication.replicas, `${detail} within ${replication.timeout} ms`);
+      throw new NotReplicatedError(
+        name,
+        operation,
+        replicas,
+        replication.replicas,
+        `${detail} within ${replication.timeout} ms`,
+      );
     }
     return replicas;
   }

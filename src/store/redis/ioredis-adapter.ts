@@ -103,7 +103,11 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
     if (!this.cluster) return this.#client.call(command, ...rest);
     // A keyless command goes to a random node of a cluster; in a pipeline with a read of `key` it
     // goes to the node that owns the key's slot, on the connection the write went over.
-    const replies = await (this.#client as IORedisClusterLike).pipeline().exists(key).call(command, ...rest).exec();
+    const replies = await (this.#client as IORedisClusterLike)
+      .pipeline()
+      .exists(key)
+      .call(command, ...rest)
+      .exec();
     const [error, reply] = replies?.[1] ?? [new Error(`${command}: no reply`), undefined];
     if (error) throw error;
     return reply;
