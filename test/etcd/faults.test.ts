@@ -1,8 +1,16 @@
 import { Etcd3 } from 'etcd3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, Leasehold, LockError, type LockLostError, RedisUnavailableError } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import {
+  ErrorCode,
+  Leasehold,
+  type LeaseholdOptions,
+  LockError,
+  type LockLostError,
+  RedisUnavailableError,
+} from '../../src/index.js';
 import { KeySpace } from '../../src/store/etcd/keys.js';
-import { type EtcdServer, freePort, randomPrefix, startEtcd, waitFor } from '../harness/index.js';
+import { freePort, randomPrefix, startEtcd, waitFor } from '../harness/index.js';
+import { etcdFixture } from './fixture.js';
 import { type EtcdHolder, startHolder } from './holder.js';
 
 /**
@@ -15,43 +23,14 @@ import { type EtcdHolder, startHolder } from './holder.js';
 const SESSION_TTL = 2_000;
 
 describe('etcd faults', () => {
-  let server: EtcdServer;
-  let raw: Etcd3;
-  const cleanups: Array<() => unknown> = [];
-
-  beforeAll(async () => {
-    server = await startEtcd();
-    raw = new Etcd3({ hosts: server.endpoints });
-  });
-  afterEach(async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-  });
-  afterAll(async () => {
-    raw?.close();
-    await server?.stop();
-  });
-
-  function leasehold(prefix: string, options: ConstructorParameters<typeof Leasehold>[1] = {}): Leasehold {
-    const client = new Etcd3({ hosts: server.endpoints });
-    const locks = new Leasehold({ etcd: client, sessionTtl: SESSION_TTL }, { prefix, ...options });
-    cleanups.push(
-      () => client.close(),
-      () => locks.close(),
-    );
-    return locks;
-  }
+  const etcd = etcdFixture(() => startEtcd());
+  const leasehold = (prefix: string, options: LeaseholdOptions = {}) => etcd.leasehold(prefix, SESSION_TTL, options);
+  const line = (prefix: string, name: string) => etcd.line(prefix, name);
 
   async function holder(prefix: string): Promise<EtcdHolder> {
-    const h = await startHolder(server.endpoints, prefix, SESSION_TTL);
-    cleanups.push(() => h.kill9());
+    const h = await startHolder(etcd.server().endpoints, prefix, SESSION_TTL);
+    etcd.cleanup(() => h.kill9());
     return h;
-  }
-
-  /** The keys in line for `name`, first (the holder's) first. */
-  async function line(prefix: string, name: string) {
-    const { start, end } = new KeySpace(Buffer.alloc(0), prefix).lock(name).queue;
-    const range = await raw.kv.range({ key: start, range_end: end, sort_target: 'Create', sort_order: 'Ascend' });
-    return range.kvs;
   }
 
   /** A holder process that took `name` with `ttl` ms, and the token it got. */
@@ -67,7 +46,7 @@ describe('etcd faults', () => {
     const prefix = randomPrefix();
     const [frozen, staleToken] = await heldElsewhere(prefix, 'payment:7', 1_000);
     frozen.process.kill('SIGSTOP');
-    cleanups.push(() => frozen.process.kill('SIGCONT'));
+    etcd.cleanup(() => frozen.process.kill('SIGCONT'));
     // Nothing renews the frozen process's session: etcd ends it, and deletes its key.
     const fresh = await leasehold(prefix).acquire('payment:7', { ttl: 10_000, wait: 10_000 });
     expect(fresh.fencingToken).toBeGreaterThan(staleToken);
@@ -122,7 +101,7 @@ describe('etcd faults', () => {
     const locks = leasehold(prefix);
     const lock = await locks.acquire('revoked', { ttl: 1_500 });
     const [key] = await line(prefix, 'revoked');
-    await raw.leaseClient.leaseRevoke({ ID: key?.lease ?? '' });
+    await etcd.raw().leaseClient.leaseRevoke({ ID: key?.lease ?? '' });
     expect(await line(prefix, 'revoked')).toHaveLength(0);
     // Within a third of the ttl (the watchdog's rhythm), and before validity could run out.
     await waitFor(() => lock.signal.aborted, { timeout: 1_400 });
@@ -139,7 +118,7 @@ describe('etcd faults', () => {
     expect(await before.release()).toBe(true);
     const held = await locks.acquire('held', { ttl: 15_000 });
 
-    await server.restart({ hard: true });
+    await etcd.server().restart({ hard: true });
     // The lease and the key came back with etcd's data; the watchdog's extensions reach it again.
     await waitFor(
       async () => {
@@ -159,7 +138,7 @@ describe('etcd faults', () => {
   it('nothing listening: acquire and the scheduler fail with RedisUnavailableError in bounded time', async () => {
     const nowhere = new Etcd3({ hosts: `http://127.0.0.1:${await freePort()}` });
     const locks = new Leasehold(nowhere, { commandTimeout: 300 });
-    cleanups.push(
+    etcd.cleanup(
       () => nowhere.close(),
       () => locks.close(),
     );
@@ -174,7 +153,7 @@ describe('etcd faults', () => {
   it('a value under the prefix that leasehold did not write is a store error, never “unavailable”', async () => {
     const prefix = randomPrefix();
     const { member } = new KeySpace(Buffer.alloc(0), prefix).lock('odd');
-    await raw.put(member('someone')).value('not json');
+    await etcd.raw().put(member('someone')).value('not json');
     const error = await leasehold(prefix)
       .tryAcquire('odd')
       .catch((e: unknown) => e);

@@ -11,14 +11,22 @@ import { describeError, ErrorCode, LockError, RedisUnavailableError } from '../.
 
 const UNAVAILABLE_NAMES = new Set(['BrokenCircuitError', 'TaskCancelledError', 'ClientClosedError', 'SessionLost']);
 
+/** gRPC status codes of reachability: CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, UNAVAILABLE. */
+const UNAVAILABLE_CODES: ReadonlySet<number> = new Set([1, 4, 8, 10, 14]);
+
 /** etcd3's `RecoverableError` symbol is not global: known by its description. */
 function recoverable(error: Error): boolean {
   return Object.getOwnPropertySymbols(error).some((s) => s.description === 'RecoverableError');
 }
 
-function unavailable(error: unknown): boolean {
+/** A failure of reachability (trying later, or another member, is the remedy), not an answer. */
+export function unavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
-  return recoverable(error) || UNAVAILABLE_NAMES.has(error.name) || UNAVAILABLE_NAMES.has(error.constructor.name);
+  if (recoverable(error) || UNAVAILABLE_NAMES.has(error.name) || UNAVAILABLE_NAMES.has(error.constructor.name)) {
+    return true;
+  }
+  // A stream's error comes as grpc-js emits it, uncast by etcd3: known by its status code.
+  return UNAVAILABLE_CODES.has((error as { code?: unknown }).code as number);
 }
 
 /** The lease a request named is gone (revoked or expired): the session it stood for is lost. */

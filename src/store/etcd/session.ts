@@ -1,7 +1,7 @@
 import { now } from '../../core/clock.js';
 import { RedisUnavailableError } from '../../core/errors.js';
 import type { EtcdClient } from './client.js';
-import { isLeaseGone } from './errors.js';
+import { isLeaseGone, unavailable } from './errors.js';
 
 /**
  * Sessions: the etcd leases a store's keys live on, as etcd's own concurrency package keeps a
@@ -44,6 +44,9 @@ export class SessionLost extends Error {
 
 /** A grant's or extension's lease could not be confirmed alive; `cause` says why. */
 export class Unconfirmed extends Error {}
+
+/** Streams a keepalive is tried on (each on a member picked at random) before it counts as unanswered. */
+const KEEPALIVE_ATTEMPTS = 6;
 
 export class Session {
   /** The lease ID (an int64, as a decimal string). */
@@ -99,8 +102,22 @@ export class Session {
     return done;
   }
 
-  /** One keepalive on a stream of its own: the TTL etcd answers (0 when the lease is gone). */
+  /**
+   * One keepalive: the TTL etcd answers (0 when the lease is gone). A stream is not retried by
+   * etcd3 as a call is: one whose member is down is tried again, on another member.
+   */
   async #keepAlive(): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#keepAliveOnce();
+      } catch (error) {
+        if (attempt >= KEEPALIVE_ATTEMPTS || !unavailable(error)) throw error;
+      }
+    }
+  }
+
+  /** One keepalive on a stream of its own. */
+  async #keepAliveOnce(): Promise<number> {
     const stream = await this.#client.leaseClient.leaseKeepAlive();
     return new Promise<number>((resolve, reject) => {
       // An answer slower than the lease itself cannot confirm it: give up on this stream.
