@@ -222,16 +222,20 @@ export class Contenders {
     return unwatch;
   }
 
-  /** Stop every timer and tracker; the keys are left to their sessions. */
+  /**
+   * Stop watching; drop the waiters left (their keys too). A held lease still ends when its ttl
+   * does, as a closed instance's leases end on Redis: its timer stays (unref'd), and deletes the
+   * key then. If it cannot (the caller closed the client), the unrenewed session ends it.
+   */
   close(): void {
     this.#closed = true;
-    for (const byOwner of this.#entries.values()) {
-      for (const entry of byOwner.values()) {
-        clearTimeout(entry.timer);
+    this.#listeners.clear();
+    for (const byOwner of [...this.#entries.values()]) {
+      for (const entry of [...byOwner.values()]) {
         entry.tracker?.stop();
+        entry.tracker = undefined;
+        if (entry.state === 'queued') this.#drop(entry);
       }
     }
-    this.#entries.clear();
-    this.#listeners.clear();
   }
 }
