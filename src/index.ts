@@ -49,6 +49,7 @@ export type {
   RunOnceResult,
   SkipReason,
 } from './schedule/types.js';
+export type { EtcdBackend, EtcdSetup } from './store/etcd/client.js';
 export { MemoryStore } from './store/memory/memory-store.js';
 export type {
   AcquireReply,
@@ -83,6 +84,7 @@ export type {
   StoreInfo,
 } from './store/port.js';
 export { STORE } from './store/port.js';
+export type { PostgresBackend, PostgresSetup } from './store/postgres/backend.js';
 /** The PostgreSQL schema of a prefix, as plain SQL, for running the migration by hand (see docs/postgres.md). */
 export { migrationSql } from './store/postgres/schema.js';
 /** The Redis key layout, for tooling that reads a Redis directly. */

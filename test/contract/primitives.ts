@@ -46,8 +46,17 @@ export function primitiveCases(ctx: PrimitiveContext): void {
       const gate = new Promise<void>((resolve) => {
         release = resolve;
       });
-      const holding = locks.withLock('re2', { reentrant: true }, () => gate);
-      await waitFor(async () => (await ctx.leasehold().then((l) => l.tryAcquire('re2'))) === null);
+      let started!: () => void;
+      const running = new Promise<void>((resolve) => {
+        started = resolve;
+      });
+      const holding = locks.withLock('re2', { reentrant: true }, () => {
+        started();
+        return gate;
+      });
+      // The work runs: the lock is held (no other instance is asked first, so none can win it).
+      await running;
+      expect(await (await ctx.leasehold()).tryAcquire('re2')).toBeNull();
       // A separate async context (not inside the work): refused.
       await expect(locks.acquire('re2', { reentrant: true, wait: 100 })).rejects.toBeInstanceOf(LockTimeoutError);
       release();

@@ -1,5 +1,5 @@
 import { describe } from 'vitest';
-import { runContract } from './contract/contract.js';
-import { etcdBackend } from './contract/etcd.js';
+import { runContract } from './contract.js';
+import { etcdBackend } from './etcd.js';
 
 describe('etcd3, one etcd member', () => runContract(etcdBackend));
