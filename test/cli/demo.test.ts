@@ -2,11 +2,11 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RedisServer, startRedis } from './harness/index.js';
+import { type RedisServer, startRedis } from '../harness/index.js';
 
 /** The README's demo, run as a user would: the built CLI, on the memory store and on a real Redis. */
 
-const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = promisify(execFile);
 
 function check(stdout: string): void {

@@ -4,9 +4,9 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { colourWanted } from '../src/cli/style.js';
-import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../src/index.js';
-import type { HandOff } from '../src/store/port.js';
+import { colourWanted } from '../../src/cli/style.js';
+import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../../src/index.js';
+import type { HandOff } from '../../src/store/port.js';
 import {
   counterToken,
   freePort,
@@ -16,11 +16,11 @@ import {
   startCluster,
   startRedis,
   waitFor,
-} from './harness/index.js';
+} from '../harness/index.js';
 
 /** The operator commands, run as an operator would: the built CLI against a real redis-server. */
 
-const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
 interface Result {
   code: number | null;
@@ -668,8 +668,9 @@ describe('CLI conventions: --version, usage on wrong use, colour', () => {
     }
   }
 
-  const version = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string })
-    .version;
+  const version = (
+    JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+  ).version;
 
   it.concurrent('--version and -V print the version in package.json on stdout and exit 0', async () => {
     const [long, short] = await Promise.all([cliWith(['--version']), cliWith(['-V'])]);
