@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { createSentinel } from 'redis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Backend, Leasehold, lockKeys } from '../../src/index.js';
+import { type Backend, Leasehold, Lock, LockTimeoutError, lockKeys, RedisUnavailableError } from '../../src/index.js';
 import { randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
 
 /**
@@ -61,16 +61,41 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
     const keys = lockKeys(prefix, 'invoice');
     await waitFor(async () => (await group.replica.command('GET', keys.lock)) === held.owner, { timeout: 5_000 });
 
+    // Waiters parked through the failover: one whose wait ends during it, one whose wait outlasts
+    // it. Neither hangs: a waiter whose retry meets the dead master fails with RedisUnavailableError
+    // at once (fail closed); one that retries after the promotion is handed the lock.
+    const parkedAt = performance.now();
+    const short = locks.acquire('invoice', { wait: 2_000 }).then(
+      () => 'acquired',
+      (error: unknown) => ({ error, after: performance.now() - parkedAt }),
+    );
+    const long = locks.acquire('invoice', { wait: 40_000 }).catch((error: unknown) => error);
     await group.master.kill9();
     await waitFor(async () => (await group.masterPort()) === group.replica.port, {
       timeout: 20_000,
       message: 'sentinel did not promote the replica',
     });
+    // The short waiter did not hang past its wait (a margin for the reconnection's commandTimeout).
+    const gaveUp = await short;
+    expect(gaveUp).not.toBe('acquired');
+    const error = (gaveUp as { error: unknown }).error;
+    expect(error instanceof LockTimeoutError || error instanceof RedisUnavailableError).toBe(true);
+    expect((gaveUp as { after: number }).after).toBeLessThan(2_000 + 3_000);
     // The lock survived on the promoted replica: nobody else gets it, its owner still releases it.
     await waitFor(async () => (await locks.tryAcquire('invoice').catch(() => undefined)) === null, { timeout: 15_000 });
     expect(await held.release()).toBe(true);
+    // The long waiter settled too: handed the lock on the new master, or failed closed.
+    const handed = await long;
+    let last = held.fencingToken;
+    if (handed instanceof Lock) {
+      expect(handed.fencingToken).toBeGreaterThan(held.fencingToken);
+      last = handed.fencingToken;
+      expect(await handed.release()).toBe(true);
+    } else {
+      expect(handed).toBeInstanceOf(RedisUnavailableError);
+    }
     const after = await locks.acquire('invoice', { ttl: 5_000, wait: 5_000 });
-    expect(after.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(after.fencingToken).toBeGreaterThan(last);
     expect(await after.release()).toBe(true);
   }, 60_000);
 });
