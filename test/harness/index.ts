@@ -1,4 +1,14 @@
-export { type RedisCluster, type StartClusterOptions, startCluster } from './cluster.js';
+export {
+  type ClusterNodeInfo,
+  type FailMasterOptions,
+  type Failover,
+  type MigrateSlotOptions,
+  type RedisCluster,
+  type SlotMigration,
+  type StartClusterOptions,
+  slotOf,
+  startCluster,
+} from './cluster.js';
 export {
   type EtcdCluster,
   type EtcdctlResult,
