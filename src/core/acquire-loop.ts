@@ -127,6 +127,9 @@ export class AcquireLoop {
           // After a split vote no retry comes before the hold-off ends, even if a hand-off is announced.
           while (now() < holdOffUntil) await waiter.park(holdOffUntil - now(), signal, closing);
           if (signal?.aborted) throw signal.reason;
+          // Getting ready (a subscription that was slow to go live) may have used up the wait: no
+          // attempt starts after the deadline, so a call settles at most one attempt past its wait.
+          if (now() >= deadline) return { refused: last.refused, waited: Math.round(now() - started) };
           waiter.trying();
           const next = await this.#try(a, tries++, queue);
           if ('granted' in next) {
