@@ -10,6 +10,7 @@ import type { StoreInfo } from './port.js';
  */
 export function bounded<T>(store: StoreInfo, promise: Promise<T>, action: string, ms: number): Promise<T> {
   return withTimeout(promise, ms, () => {
+    store.unanswered?.();
     const cause = store.lastError?.();
     const where = store.address === undefined ? '' : ` from ${store.address}`;
     const why = cause === undefined ? '' : `; last connection error: ${describeError(cause)}`;

@@ -178,6 +178,11 @@ export interface StoreInfo {
   lastError?(): unknown;
   /** Where lock `name` lives in the backend, for operators ('<prefix>:{<name>}' on Redis); absent in memory. */
   locate?(name: string): string;
+  /**
+   * A call got no answer within `commandTimeout`. A store over a Cluster client asks it to read the
+   * cluster's topology again, so calls stop going to a master that died and was replaced.
+   */
+  unanswered?(): void;
 }
 
 /** Leases on named locks: what every backend implements. */

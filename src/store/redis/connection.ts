@@ -26,6 +26,8 @@ export interface RedisConnection {
    * it (on a Cluster, the node that owns its slot).
    */
   alongside(key: string, args: readonly (string | number)[]): Promise<unknown>;
+  /** A Cluster client reads the cluster's topology again (after a call got no answer); others do nothing. */
+  refreshTopology?(): void;
   /** A subscriber on its own connection, opened on first use and closed by `close()`. */
   openSubscriber(sharded: boolean, onMessage: (channel: string, message: string) => void): Subscriber;
   /**

@@ -98,6 +98,12 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
     return this.#client.fcall(fn, keys.length, ...keys, ...args);
   }
 
+  refreshTopology(): void {
+    if (!this.cluster) return;
+    // ioredis joins a refresh already under way; a failure only leaves the old map in place.
+    (this.#client as { refreshSlotsCache?(callback?: (error?: unknown) => void): void }).refreshSlotsCache?.(() => {});
+  }
+
   async alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
     const [command, ...rest] = args.map(String) as [string, ...string[]];
     if (!this.cluster) return this.#client.call(command, ...rest);

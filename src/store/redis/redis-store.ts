@@ -202,6 +202,11 @@ export class RedisStore
     return { replicas: Number(confirmed), local: Number(local) >= 1 };
   }
 
+  /** A call got no answer in time: on a Cluster, the client reads the topology again. */
+  unanswered(): void {
+    this.#connection.refreshTopology?.();
+  }
+
   /** The lock's Redis key, for operators. */
   locate(name: string): string {
     return lockKeys(this.#prefix, name).lock;
