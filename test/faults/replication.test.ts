@@ -32,6 +32,18 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
+/** An ioredis client that follows the group's master through its Sentinels, closed after the test. */
+function sentinelClientOf(group: SentinelGroup): Redis {
+  const client = new Redis({
+    sentinels: group.sentinels.map((s) => ({ host: s.host, port: s.port })),
+    name: group.name,
+    maxRetriesPerRequest: 3,
+  });
+  client.on('error', () => {});
+  cleanups.push(async () => client.disconnect());
+  return client;
+}
+
 function leasehold(client: ConstructorParameters<typeof Leasehold>[0], options: LeaseholdOptions): Leasehold {
   const locks = new Leasehold(client, options);
   cleanups.push(() => locks.close());
@@ -117,16 +129,7 @@ describe('replicas through a Sentinel failover that loses the last write', () =>
     await group?.stop();
   });
 
-  function sentinelClient(): Redis {
-    const client = new Redis({
-      sentinels: group.sentinels.map((s) => ({ host: s.host, port: s.port })),
-      name: group.name,
-      maxRetriesPerRequest: 3,
-    });
-    client.on('error', () => {});
-    cleanups.push(async () => client.disconnect());
-    return client;
-  }
+  const sentinelClient = () => sentinelClientOf(group);
 
   it('cut replication: replicas: 1 refuses the grant; without it the grant dies with the master, and the next token is higher', async () => {
     const prefix = randomPrefix();
@@ -176,16 +179,7 @@ describe('replicas: 1 through a Sentinel failover', () => {
 
   it('a grant confirmed by a replica survives the death of the master: the new master holds it, its owner releases it', async () => {
     const prefix = randomPrefix();
-    const connect = () => {
-      const client = new Redis({
-        sentinels: group.sentinels.map((s) => ({ host: s.host, port: s.port })),
-        name: group.name,
-        maxRetriesPerRequest: 3,
-      });
-      client.on('error', () => {});
-      cleanups.push(async () => client.disconnect());
-      return client;
-    };
+    const connect = () => sentinelClientOf(group);
     const client = connect();
     const locks = leasehold(client, { prefix, replicas: 1, replicaTimeout: 500, commandTimeout: 2_000 });
     const held = await locks.acquire('invoice', { ttl: 60_000 });

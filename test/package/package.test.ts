@@ -38,27 +38,31 @@ function pointedAt(manifest: Manifest): string[] {
     .sort();
 }
 
+/** What both programs do with the installed package: the same checks, printed as JSON. */
+const PROGRAM_BODY = `
+  const store = new MemoryStore();
+  const locks = new Leasehold(store);
+  const other = new Leasehold(store);
+  const lock = await locks.acquire('job', { ttl: 5_000 });
+  const whileHeld = await other.tryAcquire('job');
+  const released = await lock.release();
+  const afterwards = await other.tryAcquire('job');
+  await afterwards?.release();
+  await locks.close();
+  await other.close();
+  const result = {
+    fencingToken: Number.isSafeInteger(lock.fencingToken) && lock.fencingToken > 0,
+    whileHeld: whileHeld === null ? null : 'taken',
+    released,
+    afterwards: afterwards === null ? null : afterwards.fencingToken > lock.fencingToken,
+    lockError: typeof LockError,
+  };
+`;
+
 const ESM_PROGRAM = `
 import { Leasehold, MemoryStore, LockError } from 'leasehold';
-
-const store = new MemoryStore();
-const locks = new Leasehold(store);
-const other = new Leasehold(store);
-const lock = await locks.acquire('job', { ttl: 5_000 });
-const whileHeld = await other.tryAcquire('job');
-const released = await lock.release();
-const afterwards = await other.tryAcquire('job');
-await afterwards?.release();
-await locks.close();
-await other.close();
-console.log(JSON.stringify({
-  format: 'esm',
-  fencingToken: Number.isSafeInteger(lock.fencingToken) && lock.fencingToken > 0,
-  whileHeld: whileHeld === null ? null : 'taken',
-  released,
-  afterwards: afterwards === null ? null : afterwards.fencingToken > lock.fencingToken,
-  lockError: typeof LockError,
-}));
+${PROGRAM_BODY}
+console.log(JSON.stringify({ format: 'esm', ...result }));
 `;
 
 const CJS_PROGRAM = `
@@ -71,25 +75,8 @@ try {
 } catch {}
 
 (async () => {
-  const store = new MemoryStore();
-  const locks = new Leasehold(store);
-  const other = new Leasehold(store);
-  const lock = await locks.acquire('job', { ttl: 5_000 });
-  const whileHeld = await other.tryAcquire('job');
-  const released = await lock.release();
-  const afterwards = await other.tryAcquire('job');
-  await afterwards?.release();
-  await locks.close();
-  await other.close();
-  console.log(JSON.stringify({
-    format: 'cjs',
-    fencingToken: Number.isSafeInteger(lock.fencingToken) && lock.fencingToken > 0,
-    whileHeld: whileHeld === null ? null : 'taken',
-    released,
-    afterwards: afterwards === null ? null : afterwards.fencingToken > lock.fencingToken,
-    lockError: typeof LockError,
-    ioredis,
-  }));
+${PROGRAM_BODY}
+  console.log(JSON.stringify({ format: 'cjs', ...result, ioredis }));
 })();
 `;
 
