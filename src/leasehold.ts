@@ -35,7 +35,7 @@ import { EvictionCheck } from './store/eviction-check.js';
 import { type HandOn, type JobStore, portsOf, type Store } from './store/port.js';
 import { type Backend, resolveStore } from './store/registry.js';
 import { Quorum } from './topology/quorum.js';
-import { Single } from './topology/single.js';
+import { type Replication, Single } from './topology/single.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
 export interface LeaseholdOptions {
@@ -119,6 +119,11 @@ export interface AcquireOptions {
    * Default `'exclusive'`.
    */
   mode?: validate.LockMode;
+  /** Replica acknowledgement for this call, over the instance's (see LeaseholdOptions.replicas); 0 turns it off. */
+  replicas?: number;
+  replicaTimeout?: number;
+  durability?: 'replicas' | 'aof';
+  whenNotReplicated?: 'fail' | 'keep';
 }
 
 export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
@@ -213,6 +218,21 @@ function defaultInstance(): string {
 
 const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
 
+/** A call that turns replica acknowledgement off (`replicas: 0`) on an instance that has it on. */
+const NO_REPLICATION: Replication = Object.freeze({
+  replicas: 0,
+  timeout: 0,
+  durability: 'replicas',
+  whenShort: 'keep',
+});
+
+function replicasOnRedlock(): Error {
+  return invalidArgument(
+    '`replicas` is for one deployment with replicas (Sentinel, a Cluster): Redlock rests on independent ' +
+      'masters instead, and a grant there is confirmed by a quorum of them',
+  );
+}
+
 /** Why a Redlock instance runs no jobs. */
 const NO_JOBS_ON_REDLOCK =
   'scheduled jobs need a Leasehold on one store (a Redis client, a Redis Cluster or a MemoryStore); ' +
@@ -236,6 +256,8 @@ interface Resolved {
   /** A semaphore's permits, or undefined. */
   readonly limit: number | undefined;
   readonly mode: validate.LockMode;
+  /** The call's own replica acknowledgement, when it set any of the options; else the instance's applies. */
+  readonly replication: Replication | undefined;
 }
 
 /** A primitive's engine on this instance, and the context its Lock handles call back through. */
@@ -280,9 +302,11 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #autoExtend: boolean;
   readonly #context: LockContext;
   /** The engine of a lock of several holders (`limit`, or `mode: 'shared'`) on the same store, or why there is none. */
-  readonly #engineFor: (limit: number | 'shared') => LockEngine;
+  readonly #engineFor: (limit: number | 'shared' | undefined, replication: Replication | undefined) => LockEngine;
+  /** The instance's replica acknowledgement (its options), which a call's own options override. */
+  readonly #replication: Replication | undefined;
   /** Those engines, made on first use, by what they run; none owns the store. */
-  readonly #variants = new Map<number | 'shared', Variant>();
+  readonly #variants = new Map<number | 'shared' | string, Variant>();
   #closed = false;
   readonly #common: {
     commandTimeout: number;
@@ -317,16 +341,12 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     };
     const unsafeConfig = validate.unsafeConfig(o.unsafeConfig);
     const replication = validate.replication(o);
+    this.#replication = replication;
     this.#common = common;
     const backendOptions = { prefix, onError: onSubscriberError };
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
-      if (replication) {
-        throw invalidArgument(
-          '`replicas` is for one deployment with replicas (Sentinel, a Cluster): Redlock rests on independent ' +
-            'masters instead, and a grant there is confirmed by a quorum of them',
-        );
-      }
+      if (replication) throw replicasOnRedlock();
       validate.distinctBackends(backend);
       const stores = backend.map((b: unknown) => resolveStore(b, backendOptions));
       this.#engine = new Quorum(mutex, stores, {
@@ -346,6 +366,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       });
       this.#noJobs = NO_JOBS_ON_REDLOCK;
       this.#engineFor = (limit) => {
+        if (limit === undefined) throw replicasOnRedlock();
         throw notOnRedlock(limit);
       };
     } else {
@@ -354,12 +375,14 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       // Every waiter of one store is queued there and named by the hand-off: a release with
       // nobody queued has nobody to tell.
       const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false });
-      if (replication && portsOf(store).replication === undefined) {
-        throw invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
-      }
+      const noReplicas = () => invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
+      if (replication && portsOf(store).replication === undefined) throw noReplicas();
       const single = { ...common, handOn, eviction, replication };
       this.#engine = new Single(mutex, store, owned, single);
-      this.#engineFor = (limit) => {
+      this.#engineFor = (limit, replicas) => {
+        if (replicas && portsOf(store).replication === undefined) throw noReplicas();
+        const options = { ...single, replication: replicas };
+        if (limit === undefined) return new Single(mutex, store, false, options);
         const primitive = limit === 'shared' ? sharedMode(handOn) : semaphore(limit, handOn);
         if (!primitive.supports(store)) {
           throw invalidArgument(
@@ -367,7 +390,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
               '(acquireShared, extendShared, releaseShared, leaveShared, inspectShared); Redis and the MemoryStore have them',
           );
         }
-        return new Single(primitive, store, false, single);
+        return new Single(primitive, store, false, options);
       };
       const runsJobs = portsOf(store).jobs !== undefined;
       const jobOptions = { ...common, handOn, gate: () => eviction.gate() };
@@ -412,16 +435,19 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   /** The engine and Lock context for what `o` asks for: the mutex, a semaphore or a read-write lock's shared mode. */
   #variant(o: Resolved): Variant {
     const limit = o.mode === 'shared' ? 'shared' : o.limit;
-    if (limit === undefined) return { kind: 'mutex', engine: this.#engine, context: this.#context };
-    let variant = this.#variants.get(limit);
+    const asked = o.replication ?? this.#replication;
+    const replication = asked && asked.replicas > 0 ? asked : undefined;
+    // A call's own replica settings differ from the instance's: an engine of their own.
+    const own = o.replication !== undefined && JSON.stringify(replication) !== JSON.stringify(this.#replication);
+    if (limit === undefined && !own) return { kind: 'mutex', engine: this.#engine, context: this.#context };
+    // One engine per kind and replica setting, on the same store(s), made on first use.
+    const key = own ? `${limit ?? 'mutex'} ${JSON.stringify(replication ?? null)}` : (limit as number | 'shared');
+    let variant = this.#variants.get(key);
     if (!variant) {
-      const engine = this.#engineFor(limit);
-      variant = {
-        kind: limit === 'shared' ? 'read-write lock' : 'semaphore',
-        engine,
-        context: this.#contextFor(engine),
-      };
-      this.#variants.set(limit, variant);
+      const engine = this.#engineFor(limit, replication);
+      const kind = limit === undefined ? 'mutex' : limit === 'shared' ? 'read-write lock' : 'semaphore';
+      variant = { kind, engine, context: this.#contextFor(engine) };
+      this.#variants.set(key, variant);
     }
     return variant;
   }
@@ -448,7 +474,22 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       reentrant,
       limit: kind.limit,
       mode: kind.mode,
+      replication: this.#callReplication(o),
     };
+  }
+
+  /** A call's replica options over the instance's; undefined when the call sets none of them. */
+  #callReplication(o: Record<string, unknown>): Replication | undefined {
+    const own = ['replicas', 'replicaTimeout', 'durability', 'whenNotReplicated'].some((k) => o[k] !== undefined);
+    if (!own) return undefined;
+    const base = this.#replication;
+    const merged = {
+      replicas: o.replicas ?? base?.replicas,
+      replicaTimeout: o.replicaTimeout ?? base?.timeout,
+      durability: o.durability ?? base?.durability,
+      whenNotReplicated: o.whenNotReplicated ?? base?.whenShort,
+    };
+    return validate.replication(merged) ?? NO_REPLICATION;
   }
 
   /**

@@ -94,6 +94,37 @@ describe('replicas on a master with no replica', () => {
   );
 });
 
+describe('replicas per call', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('a call asks for replicas (or turns them off) over the instance, on the same lock', async () => {
+    const client = new Redis(server.port, server.host);
+    cleanups.push(async () => client.disconnect());
+    const prefix = randomPrefix();
+    const plain = leasehold(client, { prefix });
+    await expect(plain.acquire('pay', { replicas: 1, replicaTimeout: 30, wait: 0 })).rejects.toBeInstanceOf(
+      NotReplicatedError,
+    );
+    const kept = await plain.acquire('pay', { replicas: 1, replicaTimeout: 30, whenNotReplicated: 'keep' });
+    expect(kept.replicas).toBe(0);
+    // The call's lock extends with the call's settings: kept, so the short extension passes.
+    await kept.extend();
+    await kept.release();
+    const strict = leasehold(client, { prefix, replicas: 1, replicaTimeout: 30 });
+    const off = await strict.acquire('pay', { replicas: 0 });
+    expect(off.replicas).toBeUndefined();
+    await off.release();
+    await expect(strict.acquire('pay', { wait: 0 })).rejects.toBeInstanceOf(NotReplicatedError);
+    await expect(new Leasehold(new MemoryStore()).acquire('x', { replicas: 1 })).rejects.toThrow(/no replicas/);
+  });
+});
+
 describe('replicas on a Cluster', () => {
   let cluster: RedisCluster;
   beforeAll(async () => {
