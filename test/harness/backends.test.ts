@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Etcd3 } from 'etcd3';
 import { Client } from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PostgresServer, startEtcd, startEtcdCluster, startPostgres } from './index.js';
+import { type PostgresServer, startEtcd, startEtcdCluster, startPostgres, waitFor } from './index.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 
@@ -166,7 +166,15 @@ describe('etcd harness', () => {
       if (follower === undefined) throw new Error('no follower');
       follower.pause();
       try {
-        await expect(follower.status()).rejects.toThrow();
+        // Stopped once the signal is taken: from then on it answers nothing.
+        await waitFor(
+          async () =>
+            follower.status().then(
+              () => false,
+              () => true,
+            ),
+          { timeout: 10_000 },
+        );
         expect(await follower.healthy()).toBe(false);
         await client.put('leasehold/cluster').value('while one is paused');
       } finally {
