@@ -13,7 +13,7 @@ import { counterToken, type RedisServer, randomPrefix, startRedis, waitFor } fro
  * SIGSTOP/SIGCONT of the process running a task.
  */
 
-const WORKER = fileURLToPath(new URL('./fixtures/schedule-worker.mjs', import.meta.url));
+const WORKER = fileURLToPath(new URL('../harness/schedule-worker.mjs', import.meta.url));
 
 interface WorkerConfig {
   job: string;

@@ -1,11 +1,16 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import type { Leasehold } from '../../src/index.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { randomPrefix, waitFor } from '../harness/index.js';
+import {
+  type ScheduleReport,
+  type ScheduleWorkerConfig,
+  startScheduleWorkers,
+  startsPerTick,
+  stopScheduleWorker,
+} from '../harness/schedule-workers.js';
 import { postgresFixture } from './fixture.js';
 
 /**
@@ -14,15 +19,7 @@ import { postgresFixture } from './fixture.js';
  * process and across three processes, one of them killed with kill -9 mid-run.
  */
 
-const WORKER = fileURLToPath(new URL('./schedule-worker.mjs', import.meta.url));
-
-interface Report {
-  readonly e: 'ready' | 'start' | 'end' | 'aborted' | 'skip';
-  readonly pid: number;
-  readonly tick?: number;
-  readonly fence?: number | null;
-  readonly reason?: string;
-}
+type Report = ScheduleReport;
 
 describe('scheduled jobs on PostgreSQL', () => {
   const db = postgresFixture();
@@ -122,45 +119,16 @@ describe('scheduled jobs on PostgreSQL', () => {
     const workers: ChildProcess[] = [];
 
     /** Start `count` worker processes of one job; resolves their reports (appended as they come). */
-    async function start(prefix: string, count: number, config: Record<string, number | string>) {
-      const reports: Report[][] = [];
-      for (let i = 0; i < count; i++) {
-        const options = { url: db.server.url, prefix, instance: `w${i}`, ...config };
-        const child = spawn(process.execPath, [WORKER, JSON.stringify(options)], {
-          stdio: ['ignore', 'pipe', 'inherit'],
-        });
-        workers.push(child);
-        const mine: Report[] = [];
-        reports.push(mine);
-        createInterface({ input: child.stdout }).on('line', (line) => mine.push(JSON.parse(line) as Report));
-      }
-      db.later(() => Promise.all(workers.splice(0).map(stop)));
-      await waitFor(() => reports.every((r) => r.some((m) => m.e === 'ready')), { timeout: 10_000 });
-      return reports;
-    }
-
-    async function stop(child: ChildProcess): Promise<void> {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 3_000);
-      await exited;
-      clearTimeout(timer);
-    }
-
-    /** For each tick every worker fired (a start or a skip from each), how many started it. */
-    function startsPerTick(reports: Report[][]): number[] {
-      const by = new Map<number, { seen: Set<number>; starts: number }>();
-      for (const [worker, mine] of reports.entries()) {
-        for (const r of mine) {
-          if (r.tick === undefined || (r.e !== 'start' && r.e !== 'skip')) continue;
-          const entry = by.get(r.tick) ?? { seen: new Set(), starts: 0 };
-          entry.seen.add(worker);
-          if (r.e === 'start') entry.starts++;
-          by.set(r.tick, entry);
-        }
-      }
-      return [...by.values()].filter((t) => t.seen.size === reports.length).map((t) => t.starts);
+    async function start(prefix: string, count: number, config: { job: string } & Record<string, number | string>) {
+      const started = await startScheduleWorkers(count, {
+        backend: 'postgres',
+        url: db.server.url,
+        prefix,
+        ...(config as unknown as Omit<ScheduleWorkerConfig, 'backend' | 'url' | 'prefix'>),
+      });
+      workers.push(...started.workers);
+      db.later(() => Promise.all(workers.splice(0).map(stopScheduleWorker)));
+      return started.reports;
     }
 
     it('three processes, one job, 15+ ticks: every tick runs exactly once', async () => {
@@ -172,7 +140,7 @@ describe('scheduled jobs on PostgreSQL', () => {
         taskMs: 30,
       });
       await sleep(6_000);
-      await Promise.all(workers.splice(0).map(stop));
+      await Promise.all(workers.splice(0).map(stopScheduleWorker));
       const perTick = startsPerTick(reports);
       expect(perTick.length).toBeGreaterThanOrEqual(15);
       expect(perTick.filter((n) => n !== 1)).toEqual([]);

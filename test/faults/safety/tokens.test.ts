@@ -19,14 +19,22 @@ async function plainIncr(client: Redis, key: string): Promise<number> {
 describe('fencing tokens survive a lost counter', () => {
   const defer = deferrals();
 
-  it('a restart without persistence: the next token is above every token issued before', async () => {
-    const server = await startRedis({ args: ['--save', '', '--appendonly', 'no'] });
+  /** A redis-server of its own, a client and a Leasehold on it under a fresh prefix, all undone after the test. */
+  async function ownServer(args?: string[], options?: Parameters<typeof ioredis>[1]) {
+    const server = await startRedis(args ? { args } : {});
     defer(() => server.stop());
-    const client = ioredis(server.port, { maxRetriesPerRequest: null });
+    const client = ioredis(server.port, options);
     defer(() => client.disconnect());
     const prefix = randomPrefix();
     const locks = new Leasehold(client, { prefix });
     defer(() => locks.close());
+    return { server, client, prefix, locks };
+  }
+
+  it('a restart without persistence: the next token is above every token issued before', async () => {
+    const { server, client, prefix, locks } = await ownServer(['--save', '', '--appendonly', 'no'], {
+      maxRetriesPerRequest: null,
+    });
     let last = 0;
     for (let i = 0; i < 5; i++) {
       const lock = await locks.acquire('invoice');
@@ -49,13 +57,7 @@ describe('fencing tokens survive a lost counter', () => {
   });
 
   it('a counter deleted (evicted, expired, flushed): the next token is still above the last', async () => {
-    const server = await startRedis();
-    defer(() => server.stop());
-    const client = ioredis(server.port);
-    defer(() => client.disconnect());
-    const prefix = randomPrefix();
-    const locks = new Leasehold(client, { prefix });
-    defer(() => locks.close());
+    const { client, prefix, locks } = await ownServer();
     const first = await locks.acquire('stock:42');
     await first.release();
     const key = lockKeys(prefix, 'stock:42').fence;
@@ -67,14 +69,8 @@ describe('fencing tokens survive a lost counter', () => {
   });
 
   it('the counter keeps a retention (default 7 days) instead of living for ever', async () => {
-    const server = await startRedis();
-    defer(() => server.stop());
-    const client = ioredis(server.port);
-    defer(() => client.disconnect());
-    const prefix = randomPrefix();
-    const locks = new Leasehold(client, { prefix });
+    const { client, prefix, locks } = await ownServer();
     const short = new Leasehold(client, { prefix, fenceRetention: 200 });
-    defer(() => locks.close());
     defer(() => short.close());
     await (await locks.acquire('order:1')).release();
     const pttl = await client.pttl(lockKeys(prefix, 'order:1').fence);
