@@ -576,7 +576,11 @@ describe('a Cluster of 3 masters and 3 replicas under load', () => {
     const staleRefused = refused.filter((w) =>
       holdings.some((h) => h.lock.owner === w.owner && (h.abortedAt ?? Infinity) > w.sentAt),
     );
-    const silentAtRelease = silentlyLost(holdings);
+    // A grant on the victim's slots that was not pinned (taken as the kill happened) and lost with
+    // the master can be released before any extension tells its holder: its release answers false,
+    // which is how the holder learns. That is the failover's documented hazard, not a silent loss.
+    const lostWithMaster = (h: Holding) => onVictim(h.name) && h.grantedAt < okAt && !acrossFailover.includes(h);
+    const silentAtRelease = silentlyLost(holdings.filter((h) => !lostWithMaster(h)));
     const confirmedBefore = holdings.filter((h) => h.instance === 0 && h.grantedAt < faultAt);
     const unconfirmed = confirmedBefore.filter((h) => (h.lock.replicas ?? 0) < 1);
     const everything = [
