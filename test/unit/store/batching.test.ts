@@ -1,0 +1,92 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Leasehold } from '../../../src/index.js';
+import { ioredis } from '../../faults/safety/fixture.js';
+import { type RedisServer, randomPrefix, startRedis } from '../../harness/index.js';
+
+/** The writes the client's socket makes to the kernel (one `_write` or one `_writev` each). */
+function countWrites(client: Redis): { readonly count: number } {
+  const stream = (client as unknown as { stream: Record<string, (...args: unknown[]) => unknown> }).stream;
+  const counter = { count: 0 };
+  for (const method of ['_write', '_writev'] as const) {
+    const original = stream[method];
+    if (typeof original !== 'function') continue;
+    stream[method] = function (this: unknown, ...args: unknown[]) {
+      counter.count++;
+      return original.apply(this, args);
+    };
+  }
+  return counter;
+}
+
+/**
+ * On a standalone or Sentinel ioredis client, the calls leasehold makes in one tick after the first
+ * go out in one write (the first goes at once): many locks released or taken together cost one
+ * system call rather than one each. The order of commands on the connection stays the order in
+ * which they were made, the caller's own commands included.
+ */
+describe('calls made in the same tick (ioredis)', () => {
+  let server: RedisServer;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    client = ioredis(server.port);
+    await client.ping();
+  });
+  afterAll(async () => {
+    client.disconnect();
+    await server.stop();
+  });
+
+  it('50 acquisitions in one tick reach the server in two writes, each with its own grant', async () => {
+    const locks = new Leasehold(client, { prefix: randomPrefix() });
+    try {
+      await (await locks.acquire('warm')).release();
+      const writes = countWrites(client);
+      const held = await Promise.all(Array.from({ length: 50 }, (_, i) => locks.acquire(`lock-${i}`)));
+      expect(writes.count).toBeLessThanOrEqual(2);
+      expect(new Set(held.map((lock) => lock.name)).size).toBe(50);
+      expect(new Set(held.map((lock) => lock.fencingToken)).size).toBe(50);
+      const released = await Promise.all(held.map((lock) => lock.release()));
+      expect(released.every(Boolean)).toBe(true);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it('a lone call is written at once, not held for the end of the tick', async () => {
+    const locks = new Leasehold(client, { prefix: randomPrefix() });
+    try {
+      await (await locks.acquire('warm')).release();
+      const stream = (client as unknown as { stream: { writableCorked: number } }).stream;
+      const writes = countWrites(client);
+      const lock = await locks.acquire('alone');
+      expect(writes.count).toBe(1);
+      expect(stream.writableCorked).toBe(0);
+      await lock.release();
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it("the caller's commands made in the same tick keep their place in the order", async () => {
+    const locks = new Leasehold(client, { prefix: randomPrefix() });
+    try {
+      await (await locks.acquire('warm')).release();
+      const key = `${randomPrefix()}counter`;
+      const steps = [
+        client.set(key, '1'),
+        locks.acquire('ordered-a'),
+        client.incr(key),
+        locks.acquire('ordered-b'),
+        client.get(key),
+      ] as const;
+      const [, a, incremented, b, read] = await Promise.all(steps);
+      expect(incremented).toBe(2);
+      expect(read).toBe('2');
+      await Promise.all([a.release(), b.release()]);
+    } finally {
+      await locks.close();
+    }
+  });
+});
