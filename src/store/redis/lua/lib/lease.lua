@@ -66,15 +66,17 @@ end
 -- that issues it has not stepped back by more than the time the counter was missing. µs since the
 -- epoch stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
 local function issue(fence, now_us, stamp, floor, instance, retention)
-  -- The clock's value is the token unless the counter (or the floor) is ahead of it: write it and
-  -- read the counter in one call, and write again only in that rare case.
-  local previous = redis.call('SET', fence, stamp .. ' ' .. stamp .. ' ' .. instance, 'PX', retention, 'GET')
-  local token = fence_of(previous) + 1
-  if token < floor then
-    token = floor
+  -- The token is the clock's value, or the floor when that is ahead (Redlock proposes one a little
+  -- ahead of every node's clock), unless the counter is ahead of both: write that guess and read
+  -- the counter in one call, and write again only in that rare case.
+  local guess, text = now_us, stamp
+  if floor > now_us then
+    guess, text = floor, int(floor)
   end
-  if token <= now_us then
-    return now_us
+  local previous = redis.call('SET', fence, text .. ' ' .. stamp .. ' ' .. instance, 'PX', retention, 'GET')
+  local token = fence_of(previous) + 1
+  if token <= guess then
+    return guess
   end
   redis.call('SET', fence, int(token) .. ' ' .. stamp .. ' ' .. instance, 'PX', retention)
   return token
