@@ -51,6 +51,19 @@ export async function commandStats(admin) {
   return stats;
 }
 
+/** Commands that run a script (their time includes every command the script runs). */
+const SCRIPT_COMMANDS = new Set(['fcall', 'fcall_ro', 'evalsha', 'evalsha_ro', 'eval', 'eval_ro']);
+
+/** µs the server has spent so far inside scripts (INFO commandstats `usec` of the script commands). */
+export async function scriptMicros(admin) {
+  const text = await admin.info('commandstats');
+  let usec = 0;
+  for (const [, name, spent] of text.matchAll(/^cmdstat_([^:]+):calls=\d+,usec=(\d+)/gm)) {
+    if (SCRIPT_COMMANDS.has(name)) usec += Number(spent);
+  }
+  return usec;
+}
+
 export async function serverVersion(admin) {
   const info = await admin.info('server');
   return /redis_version:([^\r\n]+)/.exec(info)?.[1] ?? 'unknown';

@@ -1,4 +1,4 @@
-import { closeAll, connect, serverCpuSeconds } from './clients.mjs';
+import { closeAll, connect, scriptMicros, serverCpuSeconds } from './clients.mjs';
 import { Samples } from './stats.mjs';
 
 /** Lease and wait budget for every library, in every scenario: long enough that neither runs out. */
@@ -95,13 +95,21 @@ export async function timedCycles(lock, key, ms) {
 
 /**
  * CPU spent while `body` runs, in µs: by this process (the library and ioredis) and by the
- * server (INFO cpu). Divided by the work done, they say what one cycle costs on each side.
+ * server (INFO cpu), and of the server's the part spent inside scripts (INFO commandstats).
+ * Divided by the work done, they say what one cycle costs on each side.
  */
 export async function cpuDuring(admin, body) {
+  const scriptsBefore = await scriptMicros(admin);
   const serverBefore = await serverCpuSeconds(admin);
   const clientBefore = process.cpuUsage();
   const result = await body();
   const client = process.cpuUsage(clientBefore);
   const serverAfter = await serverCpuSeconds(admin);
-  return { result, clientCpuUs: client.user + client.system, serverCpuUs: (serverAfter - serverBefore) * 1e6 };
+  const scriptUs = (await scriptMicros(admin)) - scriptsBefore;
+  return {
+    result,
+    clientCpuUs: client.user + client.system,
+    serverCpuUs: (serverAfter - serverBefore) * 1e6,
+    scriptUs,
+  };
 }

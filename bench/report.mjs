@@ -41,68 +41,43 @@ function bestPeer(rows, key, better) {
   return best;
 }
 
-/** The bars of issue #3, each judged on ratios measured in this one run. */
+/** The bars of the speed issue (#11), each judged on ratios measured in this one run. */
 function judge(summary) {
   const bars = [];
   const self = (scenario, key) => summary[scenario]?.[SELF]?.[key];
-  const versusPeer = (scenario, key, better, factor, label) => {
+  const bar = (label, target, measured, met) => bars.push({ bar: label, target, measured, met });
+  const versus = (scenario, key, better, factor, label, peer) => {
     const mine = self(scenario, key);
-    const best = bestPeer(summary[scenario], key, better);
-    if (typeof mine !== 'number' || !best) return;
+    const rows = summary[scenario];
+    const best = peer ? rows?.[peer] && { name: peer, value: rows[peer][key] } : bestPeer(rows, key, better);
+    if (typeof mine !== 'number' || typeof best?.value !== 'number') return;
     const ratio = mine / best.value;
-    bars.push({
-      bar: label,
-      target: better === 'higher' ? `≥ ${factor}× best peer` : `≤ ${factor}× best peer`,
-      measured: `${ratio.toFixed(2)}× (${best.name})`,
-      met: better === 'higher' ? ratio >= factor : ratio <= factor,
-    });
+    const whom = peer ?? 'best peer';
+    bar(
+      label,
+      better === 'higher' ? `≥ ${factor}× ${whom}` : `≤ ${factor}× ${whom}`,
+      `${ratio.toFixed(2)}× (${best.name})`,
+      better === 'higher' ? ratio >= factor : ratio <= factor,
+    );
   };
-  versusPeer('serial', 'cyclesPerSec', 'higher', 1.2, 'serial cycles/s');
-  versusPeer('parallel', 'cyclesPerSec', 'higher', 1.5, 'parallel cycles/s');
-  const ceiling = summary.limit?.['redis-benchmark']?.cycleCeiling;
-  if (typeof self('parallel', 'cyclesPerSec') === 'number' && typeof ceiling === 'number') {
-    const share = self('parallel', 'cyclesPerSec') / ceiling;
-    bars.push({
-      bar: 'parallel cycles/s vs redis-benchmark',
-      target: '≥ 50 % of the ceiling',
-      measured: `${(share * 100).toFixed(1)} % of ${format(ceiling, 0)}`,
-      met: share >= 0.5,
-    });
-  }
-  for (const [scenario, suffix] of [
-    ['contended', ''],
-    ['contended-apart', ' (apart: 16 instances, beyond the issue)'],
-  ]) {
-    versusPeer(scenario, 'handoffsPerSec', 'higher', 1.2, `contended handoffs/s${suffix}`);
-    versusPeer(scenario, 'waitP99', 'lower', 0.2, `contended wait p99${suffix}`);
-    const fewest = self(scenario, 'minPerWorkerWorstRound');
-    if (typeof fewest === 'number') {
-      bars.push({
-        bar: `no starvation${suffix}`,
-        target: 'every worker acquires, every round',
-        measured: `fewest ${fewest}`,
-        met: fewest > 0,
-      });
-    }
-    const calls = self(scenario, 'callsPerAcquisition');
-    if (typeof calls === 'number') {
-      bars.push({
-        bar: `Redis calls per acquisition${suffix}`,
-        target: '≤ 3',
-        measured: calls.toFixed(2),
-        met: calls <= 3,
-      });
-    }
-    const overlaps = self(scenario, 'overlaps');
-    if (typeof overlaps === 'number') {
-      bars.push({
-        bar: `mutual exclusion (sanity)${suffix}`,
-        target: '0 overlaps',
-        measured: String(overlaps),
-        met: overlaps === 0,
-      });
-    }
-  }
+  const atMost = (label, value, limit, digits = 2) => {
+    if (typeof value === 'number') bar(label, `≤ ${limit}`, value.toFixed(digits), value <= limit);
+  };
+  const atLeast = (label, value, limit, digits = 2) => {
+    if (typeof value === 'number') bar(label, `≥ ${limit}`, value.toFixed(digits), value >= limit);
+  };
+  versus('serial', 'cyclesPerSec', 'higher', 1, 'serial cycles/s');
+  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'serial cycles/s (stretch)', 'bare ioredis (floor)');
+  versus('parallel', 'cyclesPerSec', 'higher', 1, 'parallel cycles/s');
+  versus('parallel', 'cyclesPerSec', 'higher', 0.95, 'parallel cycles/s (stretch)', 'bare ioredis (floor)');
+  atMost('round trips per uncontended cycle (server)', self('serial', 'serverRoundTripsPerCycle'), 2);
+  atLeast('contended lock utilization', self('contended', 'utilization'), 0.9);
+  atLeast('contended least-served ÷ fair share', self('contended', 'leastServedShare'), 0.5);
+  versus('contended', 'waitP99', 'lower', 0.2, 'contended wait p99');
+  atMost('round trips per contended acquisition (server)', self('contended', 'serverRoundTripsPerAcquisition'), 3);
+  const overlaps = self('contended', 'overlaps');
+  if (typeof overlaps === 'number') bar('mutual exclusion (sanity)', '0 overlaps', String(overlaps), overlaps === 0);
+  versus('redlock', 'cyclesPerSec', 'higher', 1, 'Redlock cycles/s (5 nodes)', 'redlock');
   const perCycle = self('memory', 'heapBytesPerCycle');
   if (typeof perCycle === 'number') {
     const m = summary.memory[SELF];
@@ -273,7 +248,7 @@ function markdown(results, summary, bars, meta) {
   if (bars.length > 0) {
     const rows = bars.map((b) => [b.bar, b.target, b.measured, b.met ? 'yes' : '**no**']);
     out.push(
-      '## The bars (issue #3)',
+      '## The bars (issue #11)',
       '',
       markdownTable(['bar', 'target', 'measured', 'met'], rows, ['left', 'left', 'left', 'center']),
     );

@@ -18,6 +18,7 @@ export default {
     { key: 'serverRoundTripsPerCycle', label: 'round trips/cycle (server)', better: 'lower', digits: 2 },
     { key: 'clientCpuPerCycle', label: 'node CPU µs/cycle', better: 'lower', digits: 1 },
     { key: 'serverCpuPerCycle', label: 'redis CPU µs/cycle', better: 'lower', digits: 1 },
+    { key: 'scriptPerCycle', label: 'of which in scripts µs/cycle', better: 'lower', digits: 1 },
   ],
   async run(library, ctx) {
     return withLibrary(library, [ctx.port], async (lock) => {
@@ -27,7 +28,12 @@ export default {
       const total = (counts) => counts.reduce((a, b) => a + b, 0);
       const sentBefore = commandsSent();
       const start = now();
-      const { result: counts, clientCpuUs, serverCpuUs } = await cpuDuring(ctx.admin, () => all(ctx.duration));
+      const {
+        result: counts,
+        clientCpuUs,
+        serverCpuUs,
+        scriptUs,
+      } = await cpuDuring(ctx.admin, () => all(ctx.duration));
       const elapsed = (now() - start) / 1000;
       const cycles = total(counts);
       const callsPerCycle = (commandsSent() - sentBefore) / cycles;
@@ -42,6 +48,7 @@ export default {
         countedCycles,
         clientCpuPerCycle: clientCpuUs / cycles,
         serverCpuPerCycle: serverCpuUs / cycles,
+        scriptPerCycle: scriptUs / cycles,
       };
     });
   },

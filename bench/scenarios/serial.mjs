@@ -19,12 +19,13 @@ export default {
     { key: 'serverRoundTripsPerCycle', label: 'round trips/cycle (server)', better: 'lower', digits: 2 },
     { key: 'clientCpuPerCycle', label: 'node CPU µs/cycle', better: 'lower', digits: 1 },
     { key: 'serverCpuPerCycle', label: 'redis CPU µs/cycle', better: 'lower', digits: 1 },
+    { key: 'scriptPerCycle', label: 'of which in scripts µs/cycle', better: 'lower', digits: 1 },
   ],
   run(library, ctx) {
     return withLibrary(library, [ctx.port], async (lock) => {
       await cycleFor(lock, KEY, warmupMs(ctx.duration));
       const sentBefore = commandsSent();
-      const { result, clientCpuUs, serverCpuUs } = await cpuDuring(ctx.admin, () =>
+      const { result, clientCpuUs, serverCpuUs, scriptUs } = await cpuDuring(ctx.admin, () =>
         timedCycles(lock, KEY, ctx.duration),
       );
       const callsPerCycle = (commandsSent() - sentBefore) / result.cycles;
@@ -38,6 +39,7 @@ export default {
         countedCycles: counted.result,
         clientCpuPerCycle: clientCpuUs / result.cycles,
         serverCpuPerCycle: serverCpuUs / result.cycles,
+        scriptPerCycle: scriptUs / result.cycles,
       };
     });
   },
