@@ -6,6 +6,8 @@ import { median } from './stats.mjs';
 const SELF = 'leasehold';
 /** Reference rows (not libraries): shown for scale, never "the best peer". */
 const REFERENCE = /\(floor\)$/;
+/** leasehold's own variants and other revisions (LEASEHOLD_BASELINE): compared with, never "the best peer". */
+const OWN = /^(leasehold\b|baseline$)/;
 const README = new URL('./README.md', import.meta.url).pathname;
 const README_START = '<!-- results:start -->';
 const README_END = '<!-- results:end -->';
@@ -35,7 +37,7 @@ function bestPeer(rows, key, better) {
   let best = null;
   for (const [name, row] of Object.entries(rows ?? {})) {
     const value = row[key];
-    if (name === SELF || REFERENCE.test(name) || typeof value !== 'number') continue;
+    if (OWN.test(name) || REFERENCE.test(name) || typeof value !== 'number') continue;
     if (!best || (better === 'higher' ? value > best.value : value < best.value)) best = { name, value };
   }
   return best;
