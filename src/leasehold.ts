@@ -374,7 +374,12 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       const eviction = new EvictionCheck([store], unsafeConfig, onEvictionCheckError);
       // Every waiter of one store is queued there and named by the hand-off: a release with
       // nobody queued has nobody to tell.
-      const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false });
+      // A release grants the lock outright to a waiter of this same instance (see HandOn.direct).
+      const handOn: HandOn = Object.freeze({
+        reservation: DEFAULTS.reservation,
+        announce: false,
+        direct: Object.freeze({ instance: common.instance, fenceRetention: common.fenceRetention }),
+      });
       const noReplicas = () => invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
       if (replication && portsOf(store).replication === undefined) throw noReplicas();
       const single = { ...common, handOn, eviction, replication };
@@ -558,6 +563,10 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
       },
       giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
+      adopt: (grant) => {
+        const adopted = engine.adopt?.(owner, o.ttl, grant);
+        return adopted?.acquired ? adopted : undefined;
+      },
       subscribe: (onHandOff) => engine.watch(name, onHandOff),
       leave: async () => engine.leave?.(name, owner),
     });

@@ -1,7 +1,7 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
 import { channels } from './diagnostics.js';
-import type { HandOff } from './engine.js';
+import type { HandOff, HandOffGrant } from './engine.js';
 
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
@@ -49,7 +49,7 @@ class Queue {
     this.#lapse = reservation + DEFAULTS.expiryMargin;
   }
 
-  deliver({ woken, next }: HandOff): void {
+  deliver({ woken, next, grant }: HandOff): void {
     if (woken === null) {
       for (const waiter of this.waiters) if (waiter.wake()) return;
       this.pendingWake = true;
@@ -57,7 +57,8 @@ class Queue {
     }
     for (const waiter of this.waiters) {
       if (waiter.owner === woken) {
-        waiter.wakeOrRemember();
+        grant?.claim();
+        waiter.wakeOrRemember(grant);
         continue;
       }
       // The i-th waiter after the woken one retries once i reservations could have lapsed.
@@ -80,6 +81,8 @@ export class Waiter {
   #retryBy: number | undefined;
   /** Woken and not yet tried since. */
   woken = false;
+  /** The lock, granted to this waiter outright by the release that woke it, until used. */
+  #grant: HandOffGrant | undefined;
 
   /** @internal */
   constructor(owner: string, queue: Queue, leave: (waiter: Waiter) => void) {
@@ -97,9 +100,17 @@ export class Waiter {
     return true;
   }
 
-  /** @internal A release named this waiter: wake it, or let its next park return at once. */
-  wakeOrRemember(): void {
+  /** @internal A release named this waiter (granting it the lock, or not): wake it, or let its next park return at once. */
+  wakeOrRemember(grant?: HandOffGrant): void {
+    if (grant) this.#grant = grant;
     if (!this.wake()) this.#remembered = true;
+  }
+
+  /** The lock a release granted this waiter outright, if one did since its last attempt (taken once). */
+  takeGrant(): HandOffGrant | undefined {
+    const grant = this.#grant;
+    this.#grant = undefined;
+    return grant;
   }
 
   /** @internal A release named this waiter next in line: retry by `at` at the latest. */
@@ -189,6 +200,7 @@ export class Waiter {
   /** Call just before each attempt: the wake, if any, is being used. */
   trying(): void {
     this.woken = false;
+    this.#grant = undefined;
     this.#remembered = false;
     this.#retryBy = undefined;
   }

@@ -11,7 +11,12 @@ export interface ChannelTransport {
 interface Entry<M> {
   readonly listeners: Set<(message: M) => void>;
   readonly ready: Promise<void>;
+  /** Messages heard once by deliverOnce, by their text, with the time they were heard. */
+  readonly heard: Map<string, number>;
 }
+
+/** ms within which a message's second arrival (by the other path) is taken for its echo. */
+const ECHO_WINDOW = 1_000;
 
 export class ChannelHub<M = string> {
   readonly #transport: ChannelTransport;
@@ -37,10 +42,37 @@ export class ChannelHub<M = string> {
     for (const listener of [...entry.listeners]) listener(message);
   }
 
+  /**
+   * A message that reaches this instance by two paths (a release's reply, which names the waiters
+   * it woke, and the publication every instance hears): delivered on its first arrival; the second
+   * arrival of the same text on the channel within a second is its echo, and is dropped. Nothing is
+   * kept for a channel nobody here listens on. `decode` runs only for a message delivered.
+   * `always`: deliver it even when its echo came first (what it carries, only this path has).
+   */
+  deliverOnce(channel: string, text: string, decode: (text: string) => M, always = false): void {
+    const entry = this.#entries.get(channel);
+    if (!entry) return;
+    const at = performance.now();
+    const heard = entry.heard.get(text);
+    if (heard !== undefined) {
+      entry.heard.delete(text);
+      if (at - heard <= ECHO_WINDOW) {
+        if (always) this.deliver(channel, decode(text));
+        return;
+      }
+    }
+    for (const [old, when] of entry.heard) {
+      if (at - when <= ECHO_WINDOW) break;
+      entry.heard.delete(old);
+    }
+    entry.heard.set(text, at);
+    this.deliver(channel, decode(text));
+  }
+
   async subscribe(channel: string, listener: (message: M) => void): Promise<() => void> {
     let entry = this.#entries.get(channel);
     if (!entry) {
-      const created: Entry<M> = { listeners: new Set(), ready: this.#transport.subscribe(channel) };
+      const created: Entry<M> = { listeners: new Set(), ready: this.#transport.subscribe(channel), heard: new Map() };
       entry = created;
       this.#entries.set(channel, created);
       created.ready.catch(() => {

@@ -66,6 +66,12 @@ export interface HandOn {
   readonly reservation: number;
   /** Announce a hand-off to nobody in particular when nobody is queued, for waiters that do not queue (Redlock's). */
   readonly announce: boolean;
+  /**
+   * A release may grant the lock at once to the next waiter when that waiter queued through this
+   * same store (this instance's own, so alive as the release runs), and report the grant in its
+   * HandOff; what that grant records. Omitted: the next waiter is only reserved for (Redlock).
+   */
+  readonly direct?: { readonly instance: string; readonly fenceRetention: number };
 }
 
 /** How a run ended, as the history records it. `running` until the run reports back. */

@@ -1,5 +1,5 @@
 import { now, validUntil } from '../core/clock.js';
-import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
+import type { Attempt, ExtendOutcome, HandOff, HandOffGrant, LockEngine } from '../core/engine.js';
 import { type CurrentHolder, NotReplicatedError } from '../core/errors.js';
 import type { Primitive } from '../primitives/primitive.js';
 import { bounded } from '../store/bounded.js';
@@ -143,6 +143,19 @@ export class Single implements LockEngine {
       );
     }
     return replicas;
+  }
+
+  /**
+   * A lock granted outright by a release of this instance: valid for `ttl` from before that
+   * release was sent (the grant came after it), less the drift, like any grant. Not used when
+   * replicas must confirm it (an attempt then confirms it), or when too little validity is left.
+   */
+  adopt(_owner: string, ttl: number, grant: HandOffGrant): Attempt | undefined {
+    const o = this.#options;
+    if (o.replication) return undefined;
+    const until = validUntil(grant.since, ttl, o.driftFactor, o.driftConstant);
+    if (!this.usable(until)) return undefined;
+    return { acquired: true, fencingToken: grant.fence, validUntil: until };
   }
 
   /** Who holds `name` now, for the message of a lease lost to another owner; undefined if unknown. */

@@ -1,4 +1,6 @@
+import { now } from '../../core/clock.js';
 import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { newOwnerToken } from '../../core/owner.js';
 import { ChannelHub } from '../channel-hub.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
@@ -67,6 +69,11 @@ export class RedisStore
   #publishing: Promise<string> | undefined;
   #subscriber: Subscriber | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
+  /**
+   * This store's mark on the waiters it queues: a release through this same store may grant the
+   * lock to one of them outright (they are this instance's, so alive), and tell it from the reply.
+   */
+  readonly #room = newOwnerToken().slice(0, 12);
 
   constructor(connection: RedisConnection, { prefix, onError = () => {} }: RedisStoreOptions) {
     this.#connection = connection;
@@ -117,7 +124,7 @@ export class RedisStore
     }
     const publish = script.handsOn ? this.#publish : '';
     if (publish === undefined) return this.#publishCommand().then(() => this.#call(script, name, request));
-    const { keys, args } = script.input(this.#prefix, name, request, publish);
+    const { keys, args } = script.input(this.#prefix, name, request, publish, this.#room);
     return this.#scripts.run(script, keys, args).then(script.reply.decode, (error: unknown) => {
       throw storeError(this.#connection, script.name, error);
     });
@@ -127,8 +134,35 @@ export class RedisStore
     return this.#call(SCRIPTS.acquire, name, request);
   }
 
+  /**
+   * The reply names the waiters the release woke: this instance's own are woken from it at once,
+   * rather than when the publication comes back on the subscriber connection (which is then its
+   * echo, and dropped). A waiter that queued through this store may have been granted the lock
+   * outright: it hears its token from here, with the time the release was sent (before the grant).
+   * If no waiter here claims it (it gave up meanwhile, and its leave did not reach the server), the
+   * grant is given back at once, so it costs the others no more than a reservation would.
+   */
   release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
-    return this.#call(SCRIPTS.release, name, { owner, handOn });
+    const sentAt = now();
+    return this.#call(SCRIPTS.release, name, { owner, handOn }).then(({ outcome, told, granted }) => {
+      if (told.length === 0) return outcome;
+      const hub = this.#hub;
+      const channel = lockKeys(this.#prefix, name).channel;
+      let claimed = false;
+      for (const [i, message] of told.entries()) {
+        if (i === 0 && granted !== null) {
+          const grant = { fence: granted, since: sentAt, claim: () => (claimed = true) };
+          hub?.deliverOnce(channel, message, (text) => ({ ...decodeHandOff(text), grant }), true);
+        } else {
+          hub?.deliverOnce(channel, message, decodeHandOff);
+        }
+      }
+      if (granted !== null && !claimed) {
+        const woken = decodeHandOff(told[0] as string).woken as string;
+        this.release(name, woken, handOn).catch(this.#onError);
+      }
+      return outcome;
+    });
   }
 
   leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
@@ -262,9 +296,10 @@ export class RedisStore
   async #openHub(): Promise<ChannelHub<Port.HandOff>> {
     const sharded = (await this.#publishCommand()) === 'SPUBLISH';
     if (this.#hub) return this.#hub;
-    // Each message is decoded once, however many waiters of this instance hear it.
+    // Each message is decoded once, however many waiters of this instance hear it. One that names
+    // waiters may have been delivered from a release's reply already (see release).
     const subscriber = this.#connection.openSubscriber(sharded, (ch, message) =>
-      hub.deliver(ch, decodeHandOff(message)),
+      message === '' ? hub.deliver(ch, decodeHandOff(message)) : hub.deliverOnce(ch, message, decodeHandOff),
     );
     this.#subscriber = subscriber;
     // The subscriber connection lives only while someone waits: an idle one would keep the

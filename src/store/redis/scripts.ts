@@ -12,6 +12,7 @@ import type {
   JobState,
   LockState,
   QueueState,
+  ReleaseReply,
   SharedAcquireReply,
   SharedRequest,
   SharedState,
@@ -82,10 +83,12 @@ export interface ScriptInput {
  * A script declared once: its source, the KEYS and ARGV a request becomes, and how its reply
  * becomes the port's reply. `handsOn`: the script may hand the lock on, and its ARGV ends with the
  * hand-on's (the publish command, the channel, the reservation, announce); `publish` is that command.
+ * `room`: the calling store's own (random) mark, by which a release grants the lock directly to a
+ * waiter that queued through the same store (lua/lib/hand-on.lua).
  */
 export interface ScriptCall<Request, Reply> extends Script {
   readonly handsOn: boolean;
-  readonly input: (prefix: string, name: string, request: Request, publish: string) => ScriptInput;
+  readonly input: (prefix: string, name: string, request: Request, publish: string, room?: string) => ScriptInput;
   readonly reply: Decoder<Reply>;
 }
 
@@ -122,7 +125,7 @@ interface Spec<K, Request, Reply> {
   readonly access: Access;
   readonly layout: (prefix: string, name: string) => K;
   readonly keys: (keys: K) => readonly string[];
-  readonly args: (request: Request, keys: K, publish: string) => readonly (string | number)[];
+  readonly args: (request: Request, keys: K, publish: string, room: string) => readonly (string | number)[];
   readonly handsOn?: boolean;
   readonly reply: Decoder<Reply>;
 }
@@ -137,9 +140,9 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     access: spec.access,
     body: lua.replace(INCLUDE, '').trim(),
     handsOn: spec.handsOn ?? false,
-    input: (prefix, lock, request, publish) => {
+    input: (prefix, lock, request, publish, room = '') => {
       const k = layout(prefix, lock);
-      return { keys: keys(k), args: args(request, k, publish) };
+      return { keys: keys(k), args: args(request, k, publish, room) };
     },
     reply: {
       codes: reply.codes,
@@ -169,6 +172,30 @@ const QUEUE_MODE = { join: '1', member: '2' } as const;
 function ownerCodes<Done extends string>(done: Done): Decoder<Done | 'expired' | 'not-owner'> {
   return byCode<Done | 'expired' | 'not-owner'>({ 1: () => done, 0: () => 'expired', [-1]: () => 'not-owner' });
 }
+
+/** What release returns: its outcome, and the hand-off messages it published (to wake this instance's own waiters). */
+export interface Released {
+  readonly outcome: ReleaseReply;
+  readonly told: readonly string[];
+  /** The fencing token of the lock granted directly to the first waiter told, or null. */
+  readonly granted: number | null;
+}
+
+const releaseCodes: Decoder<Released> = (() => {
+  const released = (outcome: ReleaseReply, reply: readonly unknown[]): Released => {
+    const told = reply.slice(1);
+    const last = told.at(-1);
+    const granted = last === undefined || typeof last === 'string' ? null : integer(told.pop());
+    if (!told.every((m): m is string => typeof m === 'string')) throw new BadReply();
+    if (granted !== null && told.length === 0) throw new BadReply();
+    return { outcome, told, granted };
+  };
+  return byCode<Released>({
+    1: (r) => released('released', r),
+    0: (r) => released('expired', r),
+    [-1]: () => ({ outcome: 'not-owner', told: [], granted: null }),
+  });
+})();
 
 /** A shared hold, as inspect-shared returns it: owner, end (server ms), grant or false for a reservation. */
 function sharedState(reply: readonly unknown[]): SharedState {
@@ -201,7 +228,7 @@ const DECLARED = {
     access: 'write',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    args: (r: AcquireRequest) => [
+    args: (r: AcquireRequest, _, _publish, room) => [
       r.owner,
       r.ttl,
       r.minFence ?? 0,
@@ -209,6 +236,7 @@ const DECLARED = {
       r.instance,
       r.fenceRetention,
       r.waiterLease,
+      r.queue === undefined ? '' : room,
     ],
     reply: byCode<AcquireReply>({
       1: (r) => ({ acquired: true, fence: integer(r[1]) }),
@@ -222,9 +250,14 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    args: (r: OwnerHandOn, k, publish, room) => {
+      const direct = r.handOn.direct;
+      return direct === undefined
+        ? [r.owner, ...handOnArgs(k, publish, r.handOn), '', '', 0]
+        : [r.owner, ...handOnArgs(k, publish, r.handOn), room, direct.instance, direct.fenceRetention];
+    },
     handsOn: true,
-    reply: ownerCodes('released'),
+    reply: releaseCodes,
   }),
 
   leave: declare({
@@ -232,7 +265,7 @@ const DECLARED = {
     lua: leaveSource,
     access: 'free',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.waiters, k.alive],
+    keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
     args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
     handsOn: true,
     reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),

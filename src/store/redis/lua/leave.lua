@@ -1,19 +1,27 @@
--- leave: a waiter gives up; if the lock was reserved for it, hand it on.
+-- leave: a waiter gives up; if the lock was reserved for it (or granted to it directly), hand it on.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[3]  liveness        (hash: owner token -> deadline)
+-- KEYS[4]  fencing counter (marked released, as a release does, when a direct grant is given back)
 -- ARGV[1]  owner token of the waiter leaving
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
 -- ARGV[4]  reservation in ms for the next waiter
 -- ARGV[5]  '1' to publish '' when nobody is queued, else '0'
--- returns  1   the reservation was this waiter's and passed on (to the next waiter, or to nobody)
+-- returns  1   the reservation (or a direct grant) was this waiter's and passed on (to the next
+--              waiter, or to nobody)
 --          0   it only left the queue
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-local _, _, reserved = read_lock(redis.call('GET', KEYS[1]))
+local value = redis.call('GET', KEYS[1])
+local holder, _, reserved = read_lock(value)
+if holder == ARGV[1] then
+  -- A release granted it the lock directly (lib/hand-on.lua) as it gave up: release it.
+  end_lease(value, KEYS[1], KEYS[4], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+  return 1
+end
 if reserved ~= ARGV[1] then
   return 0
 end

@@ -96,6 +96,10 @@ local function take(lock, fence, owner, ttl, floor, instance, retention, now_us,
   local value = redis.call('GET', lock)
   local holder, flagged, reserved = read_lock(value)
   if holder == owner then
+    -- A re-sent command, or a waiter granted the lock directly by a release (lib/hand-on.lua)
+    -- that heard of it by this attempt: its caller counts the lease from this attempt, so it lasts
+    -- `ttl` from now.
+    redis.call('PEXPIRE', lock, ttl)
     local token, taken_us = grant_of(redis.call('GET', fence))
     return token, taken_us, false
   end

@@ -1,0 +1,157 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { now } from '../../../src/core/clock.js';
+import { Leasehold, lockKeys } from '../../../src/index.js';
+import { SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { randomPrefix, startProxy, waitFor } from '../../harness/index.js';
+import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';
+
+/**
+ * A release grants the lock outright to the next waiter when that waiter queued through the same
+ * store (this instance's own): the reply carries its token and the waiter holds the lock without a
+ * round trip of its own. What must hold: its validity counts from before the release was sent
+ * (the grant came after), a grant nobody here takes is given back at once (it must cost no more
+ * than a reservation), and a waiter that hears of it by its own attempt instead gets a lease
+ * counted from that attempt.
+ */
+describe('direct grant to a waiter of the releasing instance', () => {
+  const redis = suiteServer();
+  const defer = deferrals();
+
+  function instance(prefix: string, port = redis.server.port, commandTimeout?: number): Leasehold {
+    // Commands lost to a fault stay lost (none is re-sent after reconnecting).
+    const client = ioredis(port, { autoResendUnfulfilledCommands: false });
+    const locks = new Leasehold(client, { prefix, ...(commandTimeout ? { commandTimeout } : {}) });
+    defer(() => client.disconnect());
+    defer(() => locks.close());
+    return locks;
+  }
+
+  const queued = (prefix: string, name: string) => redis.admin.zcard(lockKeys(prefix, name).waiters);
+
+  /** FCALLs the server ran since its stats were reset (INFO commandstats). */
+  async function fcalls(): Promise<number> {
+    const info = await redis.admin.info('commandstats');
+    return Number(/cmdstat_fcall:calls=(\d+)/.exec(info)?.[1] ?? 0);
+  }
+
+  /**
+   * `releaser` holds `name`, `waiter` queues behind it and settles into its park (its subscription
+   * went live after its first attempt, so it tries once more first); then the release, counted.
+   */
+  async function handOff(prefix: string, name: string, releaser: Leasehold, waiter: Leasehold) {
+    const held = await releaser.acquire(name, { ttl: 30_000 });
+    const waiting = waiter.acquire(name, { ttl: 30_000, wait: 10_000 });
+    await waitFor(async () => (await queued(prefix, name)) === 1);
+    await sleep(200);
+    await redis.admin.config('RESETSTAT');
+    expect(await held.release()).toBe(true);
+    const next = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
+    return { next, calls: await fcalls() };
+  }
+
+  it('the waiter holds the lock from the release’s reply: one call for the whole hand-off', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const { next, calls } = await handOff(prefix, 'd', a, a);
+    // The release was the only call: the waiter made no attempt of its own.
+    expect(calls).toBe(1);
+    const keys = lockKeys(prefix, 'd');
+    expect(await redis.admin.get(keys.lock)).toBe(next.owner);
+    // Its lease is the waiter's own ttl, not a reservation.
+    expect(await redis.admin.pttl(keys.lock)).toBeGreaterThan(29_000);
+    await next.extend();
+    expect(await next.release()).toBe(true);
+    expect(await redis.admin.exists(keys.lock)).toBe(0);
+  });
+
+  it('a waiter of another instance is reserved for, as before, and takes the lock itself', async () => {
+    const prefix = randomPrefix();
+    const { next, calls } = await handOff(prefix, 'o', instance(prefix), instance(prefix));
+    // The release, and the waiter's own attempt.
+    expect(calls).toBe(2);
+    expect(await next.release()).toBe(true);
+  });
+
+  it('its validity counts from before the release was sent, so it never outlasts the server’s lease', async () => {
+    const prefix = randomPrefix();
+    const latency = 40;
+    const { proxy, client } = await slowPath(redis.server, latency);
+    defer(() => proxy.close());
+    defer(() => client.disconnect());
+    const a = new Leasehold(client, { prefix });
+    defer(() => a.close());
+    const ttl = 1_000;
+    const held = await a.acquire('v', { ttl: 30_000 });
+    const waiting = a.acquire('v', { ttl, wait: 10_000, autoExtend: false });
+    await waitFor(async () => (await queued(prefix, 'v')) === 1);
+    await held.release();
+    const next = await waiting;
+    const heardAt = now();
+    // Read the server's remaining lease (directly, without the latency), then ours.
+    const pttl = await redis.admin.pttl(lockKeys(prefix, 'v').lock);
+    const ours = next.expiresIn();
+    expect(ours).toBeGreaterThan(0);
+    expect(ours).toBeLessThanOrEqual(pttl);
+    // The check can fail: validity counted from when the reply arrived would outlast the lease.
+    const fromReply = Math.floor(heardAt + ttl - (ttl * 0.01 + 2) - now());
+    expect(fromReply).toBeGreaterThan(pttl);
+    await next.release();
+  });
+
+  it('a grant to a waiter that gave up here (its leave lost) is given back at once, not held for its ttl', async () => {
+    const prefix = randomPrefix();
+    const proxy = await startProxy({ host: redis.server.host, port: redis.server.port });
+    defer(() => proxy.close());
+    const a = instance(prefix, proxy.port, 300);
+    const b = instance(prefix);
+    const held = await a.acquire('g', { ttl: 30_000 });
+    const gaveUp = a.acquire('g', { ttl: 30_000, wait: 600 }).catch((error: unknown) => error);
+    await waitFor(async () => (await queued(prefix, 'g')) === 1);
+    // Its wait ends while the server is unreachable: its leave never arrives, it stays queued.
+    proxy.blackhole(true);
+    expect(await gaveUp).toBeInstanceOf(Error);
+    proxy.blackhole(false);
+    await waitFor(
+      () =>
+        held.extend().then(
+          () => true,
+          () => false,
+        ),
+      { timeout: 5_000 },
+    );
+    expect(await queued(prefix, 'g')).toBe(1);
+    const released = now();
+    expect(await held.release()).toBe(true);
+    // The release granted it to the waiter that left; nobody here took it, so it was given back.
+    const next = await b.acquire('g', { ttl: 5_000, wait: 5_000 });
+    expect(now() - released).toBeLessThan(1_000);
+    expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
+    await next.release();
+  });
+
+  it('a waiter granted the lock that hears of it by its own attempt gets a lease counted from that attempt', async () => {
+    // The grant's message lost, the waiter retries: its attempt finds the lock already its own,
+    // and the lease runs its ttl from that attempt (not from the grant).
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const lock = await a.acquire('r', { ttl: 10_000 });
+    const keys = lockKeys(prefix, 'r');
+    await redis.admin.pexpire(keys.lock, 100);
+    const request = {
+      owner: lock.owner,
+      ttl: 10_000,
+      queue: 'member' as const,
+      instance: 'test',
+      fenceRetention: 60_000,
+      waiterLease: 6_000,
+    };
+    const { keys: k, args } = SCRIPTS.acquire.input(prefix, 'r', request, 'PUBLISH');
+    const reply = (await redis.admin.eval(SCRIPTS.acquire.source, k.length, ...k, ...args)) as [number, number];
+    expect(reply[0]).toBe(1);
+    expect(Number(reply[1])).toBe(lock.fencingToken);
+    expect(await redis.admin.pttl(keys.lock)).toBeGreaterThan(9_000);
+    await lock.release();
+  });
+});
