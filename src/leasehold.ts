@@ -378,7 +378,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       const handOn: HandOn = Object.freeze({
         reservation: DEFAULTS.reservation,
         announce: false,
-        direct: Object.freeze({ instance: common.instance, fenceRetention: common.fenceRetention }),
+        direct: true,
       });
       const noReplicas = () => invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
       if (replication && portsOf(store).replication === undefined) throw noReplicas();

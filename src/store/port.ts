@@ -69,9 +69,9 @@ export interface HandOn {
   /**
    * A release may grant the lock at once to the next waiter when that waiter queued through this
    * same store (this instance's own, so alive as the release runs), and report the grant in its
-   * HandOff; what that grant records. Omitted: the next waiter is only reserved for (Redlock).
+   * HandOff. Omitted: the next waiter is only reserved for (Redlock).
    */
-  readonly direct?: { readonly instance: string; readonly fenceRetention: number };
+  readonly direct?: boolean;
 }
 
 /** How a run ended, as the history records it. `running` until the run reports back. */

@@ -113,7 +113,12 @@ export class RedisStore
    * Run `script` on lock `name` and decode its reply: the one path of every call. A promise chain,
    * not an async function: this is on every lock operation's path.
    */
-  #call<Request, Reply>(script: ScriptCall<Request, Reply>, name: string, request: Request): Promise<Reply> {
+  #call<Request, Reply, Out = Reply>(
+    script: ScriptCall<Request, Reply>,
+    name: string,
+    request: Request,
+    then?: (reply: Reply) => Out,
+  ): Promise<Out> {
     // A client whose reconnections are being refused would only queue the call: say so at once.
     const down = this.#connection.down();
     if (down) {
@@ -123,9 +128,10 @@ export class RedisStore
       return Promise.reject(error);
     }
     const publish = script.handsOn ? this.#publish : '';
-    if (publish === undefined) return this.#publishCommand().then(() => this.#call(script, name, request));
+    if (publish === undefined) return this.#publishCommand().then(() => this.#call(script, name, request, then));
     const { keys, args } = script.input(this.#prefix, name, request, publish, this.#room);
-    return this.#scripts.run(script, keys, args).then(script.reply.decode, (error: unknown) => {
+    const decode = then === undefined ? script.reply.decode : (raw: unknown) => then(script.reply.decode(raw));
+    return this.#scripts.run(script, keys, args).then(decode as (raw: unknown) => Out, (error: unknown) => {
       throw storeError(this.#connection, script.name, error);
     });
   }
@@ -144,7 +150,7 @@ export class RedisStore
    */
   release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
     const sentAt = now();
-    return this.#call(SCRIPTS.release, name, { owner, handOn }).then(({ outcome, told, granted }) => {
+    return this.#call(SCRIPTS.release, name, { owner, handOn }, ({ outcome, told, granted }) => {
       if (told.length === 0) return outcome;
       const hub = this.#hub;
       const channel = lockKeys(this.#prefix, name).channel;

@@ -182,7 +182,13 @@ export interface Released {
 }
 
 const releaseCodes: Decoder<Released> = (() => {
-  const released = (outcome: ReleaseReply, reply: readonly unknown[]): Released => {
+  const NONE: readonly string[] = Object.freeze([]);
+  const plain = {
+    released: Object.freeze({ outcome: 'released', told: NONE, granted: null }),
+    expired: Object.freeze({ outcome: 'expired', told: NONE, granted: null }),
+  } as const;
+  const released = (outcome: 'released' | 'expired', reply: readonly unknown[]): Released => {
+    if (reply.length === 1) return plain[outcome];
     const told = reply.slice(1);
     const last = told.at(-1);
     const granted = last === undefined || typeof last === 'string' ? null : integer(told.pop());
@@ -193,7 +199,7 @@ const releaseCodes: Decoder<Released> = (() => {
   return byCode<Released>({
     1: (r) => released('released', r),
     0: (r) => released('expired', r),
-    [-1]: () => ({ outcome: 'not-owner', told: [], granted: null }),
+    [-1]: () => ({ outcome: 'not-owner', told: NONE, granted: null }),
   });
 })();
 
@@ -228,16 +234,11 @@ const DECLARED = {
     access: 'write',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    args: (r: AcquireRequest, _, _publish, room) => [
-      r.owner,
-      r.ttl,
-      r.minFence ?? 0,
-      r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
-      r.instance,
-      r.fenceRetention,
-      r.waiterLease,
-      r.queue === undefined ? '' : room,
-    ],
+    // A caller that will not wait never queues: the room (read only when queueing) is left out.
+    args: (r: AcquireRequest, _, _publish, room) =>
+      r.queue === undefined
+        ? [r.owner, r.ttl, r.minFence ?? 0, '0', r.instance, r.fenceRetention, r.waiterLease]
+        : [r.owner, r.ttl, r.minFence ?? 0, QUEUE_MODE[r.queue], r.instance, r.fenceRetention, r.waiterLease, room],
     reply: byCode<AcquireReply>({
       1: (r) => ({ acquired: true, fence: integer(r[1]) }),
       0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
@@ -250,12 +251,11 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    args: (r: OwnerHandOn, k, publish, room) => {
-      const direct = r.handOn.direct;
-      return direct === undefined
-        ? [r.owner, ...handOnArgs(k, publish, r.handOn), '', '', 0]
-        : [r.owner, ...handOnArgs(k, publish, r.handOn), room, direct.instance, direct.fenceRetention];
-    },
+    args: (r: OwnerHandOn, k, publish, room) => [
+      r.owner,
+      ...handOnArgs(k, publish, r.handOn),
+      r.handOn.direct === true ? room : '',
+    ],
     handsOn: true,
     reply: releaseCodes,
   }),

@@ -16,8 +16,9 @@
 -- ARGV[5]  instance label of the caller
 -- ARGV[6]  retention of the fencing counter in ms
 -- ARGV[7]  a waiter's liveness in ms: a queued waiter that does not try again within it is dropped
--- ARGV[8]  the caller's room (its store's, random), or '': a queued waiter from a room may be
---          granted the lock directly by a release from the same room (lib/hand-on.lua, hand_on)
+-- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is not '0', or '': a queued
+--          waiter from a room may be granted the lock outright by a release from the same room
+--          (lib/hand-on.lua, hand_on)
 -- returns  {1, token}  acquired (or already held by this owner: the token of that grant)
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
 local owner = ARGV[1]
@@ -31,6 +32,6 @@ if token then
   return {1, token}
 end
 if ARGV[4] ~= '0' then
-  enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[8] or nil)
+  enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -18,20 +18,14 @@
 -- ARGV[4]  reservation in ms: how long the lock is kept for the waiter woken
 -- ARGV[5]  '1' to publish '' when nobody is queued (for waiters that do not queue), else '0'
 -- ARGV[6]  the releasing store's room, or '': a waiter queued from that room is granted the lock
---          directly (lib/hand-on.lua, hand_on), its token issued as a grant is (lib/lease.lua)
--- ARGV[7]  instance label recorded with a direct grant (the room's instance)
--- ARGV[8]  retention of the fencing counter in ms, for a direct grant
+--          outright (lib/hand-on.lua, hand_on), its token issued as any grant's is (lib/lease.lua)
 -- returns  1   released (now, or by the same owner's earlier call)
 --          0   expired: no lock at all, or handed on already
 --          -1  not-owner: another owner holds the lock; it is left alone
 --          When the release woke waiters, 1 and 0 come first in an array: after them the messages
 --          the hand-on published (so the caller's own waiters are woken from the reply), then the
 --          fencing token of a direct grant to the first waiter named, if it made one.
-local direct
-if ARGV[6] ~= '' then
-  direct = {room = ARGV[6], fence = KEYS[2], instance = ARGV[7], retention = ARGV[8]}
-end
-local code, told, token = end_lease(redis.call('GET', KEYS[1]), KEYS[1], KEYS[2], ARGV[1], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], direct)
+local code, told, token = end_lease(redis.call('GET', KEYS[1]), KEYS[1], KEYS[2], ARGV[1], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if told and #told > 0 then
   if token then
     told[#told + 1] = token

@@ -3,26 +3,28 @@
 -- waiter's liveness deadline beside it; a waiter whose deadline passed has died (or lost its
 -- place) and is dropped where it is met. At most 16 are dropped per call: the rest go on later.
 -- A liveness entry is '<deadline ms>' for a waiter of the lock itself (an exclusive one),
--- '<deadline ms> =<ttl>:<room>' for an exclusive waiter that a release from its own room may
--- grant the lock to directly (see hand_on), and '<deadline ms> ^<limit>' for a waiter of a shared
--- hold of that kind (lib/shared.lua).
+-- '<deadline ms> =<ttl>:<retention>:<room> <instance>' for an exclusive waiter that a release from
+-- its own room may grant the lock to outright (see hand_on: what that grant needs), and
+-- '<deadline ms> ^<limit>' for a waiter of a shared hold of that kind (lib/shared.lua).
 
 -- A liveness entry (or false): the waiter's deadline in ms and its kind ('' for exclusive); for an
--- exclusive waiter that may be granted directly, its ttl in ms and its room.
+-- exclusive waiter that may be granted outright, its ttl and fencing counter retention in ms, its
+-- room and its instance label.
 local function waiter_of(entry)
   if not entry then
     return 0, ''
   end
-  local deadline, kind = string.match(entry, '^(%d+) ?(%S*)$')
-  if kind and string.byte(kind, 1) == 61 then
-    local ttl, room = string.match(kind, '^=(%d+):(%S+)$')
-    return tonumber(deadline) or 0, '', tonumber(ttl), room
+  local deadline, ttl, retention, room, instance = string.match(entry, '^(%d+) =(%d+):(%d+):(%S+) (.*)$')
+  if deadline then
+    return tonumber(deadline), '', ttl, retention, room, instance
   end
+  local kind
+  deadline, kind = string.match(entry, '^(%d+) ?(%S*)$')
   return tonumber(deadline) or 0, kind or ''
 end
 
--- The first live waiter and its kind (and, see waiter_of, its ttl and room), dropping dead ones at
--- the head; `pop` takes it off the queue too. '' when nobody live is queued.
+-- The first live waiter and its kind (and, see waiter_of, what a grant to it outright needs),
+-- dropping dead ones at the head; `pop` takes it off the queue too. '' when nobody live is queued.
 local function first_live(waiters, alive, now_ms, pop)
   for _ = 1, 16 do
     local head
@@ -34,12 +36,12 @@ local function first_live(waiters, alive, now_ms, pop)
     if head == nil then
       return '', ''
     end
-    local deadline, kind, ttl, room = waiter_of(redis.call('HGET', alive, head))
+    local deadline, kind, ttl, retention, room, instance = waiter_of(redis.call('HGET', alive, head))
     if deadline >= now_ms then
       if pop then
         redis.call('HDEL', alive, head)
       end
-      return head, kind, ttl, room
+      return head, kind, ttl, retention, room, instance
     end
     redis.call('ZREM', waiters, head)
     redis.call('HDEL', alive, head)
@@ -108,21 +110,22 @@ local MAX_ADMITTED = 64
 -- reserved for all of them, and each is told in a message of its own. With nobody to wake, the
 -- lock is simply deleted, and '' is published only when `announce` is '1' (for waiters that do not
 -- queue, as Redlock's).
--- `direct` (or nil): a release's own room, and what a grant records ({room, fence, instance,
--- retention}). An exclusive waiter at the head that queued from that same room (the releasing
--- instance's own, alive as it runs this release) is granted the lock at once instead, with its
--- own ttl and the next fencing token, and the message names it alone (nobody behind it needs to
--- retry: it holds the lock); the caller tells it from the reply, without another round trip.
+-- `room` (nil or '' for none): the releasing store's own mark, and `fence` the lock's fencing
+-- counter. An exclusive waiter at the head that queued from that same room (the releasing
+-- instance's own, alive as it runs this release) is granted the lock outright instead, with its
+-- own ttl and the next fencing token (recorded with its own instance and retention), and the
+-- message names it alone (nobody behind it needs to retry: it holds the lock); the caller tells
+-- it from the reply, without another round trip.
 -- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
---          and the fencing token of a direct grant (or nil)
-local function hand_on(lock, waiters, alive, publish, channel, ms, announce, direct)
+--          and the fencing token of a grant outright (or nil)
+local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
   local woken, next = {}, ''
-  local now_us, stamp, ttl, room
+  local now_us, stamp, ttl, retention, from, instance
   if redis.call('EXISTS', waiters) == 1 then
     now_us, stamp = server_now()
     local now_ms = math.floor(now_us / 1000)
     local head, kind
-    head, kind, ttl, room = first_live(waiters, alive, now_ms, true)
+    head, kind, ttl, retention, from, instance = first_live(waiters, alive, now_ms, true)
     if head ~= '' then
       woken[1] = head
       if kind ~= '' then
@@ -139,9 +142,9 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, dir
     end
     return '', {}
   end
-  if direct and ttl and room == direct.room then
+  if from and room and from == room then
     redis.call('SET', lock, woken[1] .. (next == '' and '' or '*'), 'PX', ttl)
-    local token = issue(direct.fence, now_us, stamp, 0, direct.instance, direct.retention)
+    local token = issue(fence, now_us, stamp, 0, instance, retention)
     return woken[1], tell(publish, channel, woken, ''), token
   end
   redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
@@ -151,10 +154,10 @@ end
 -- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it (and
 -- publish '' when `announce` is '1').
 -- returns  the messages published naming waiters (a list, empty when nobody was woken), and the
---          token of a direct grant (see hand_on; `direct` goes to it)
-local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, direct)
+--          token of a grant outright (see hand_on; `room` and `fence` go to it)
+local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
   if flagged then
-    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, direct)
+    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
     return told, token
   end
   redis.call('DEL', lock)
@@ -166,8 +169,8 @@ end
 
 -- Queue `owner` (at the tail, unless it is queued already), renew its liveness deadline, and flag
 -- the lock (its value `value`, or false for none) so its release hands it on. `kind` is '' for an
--- exclusive waiter, '=<ttl>:<room>' for one that may be granted the lock directly, '^<limit>' for
--- a shared one (see waiter_of). The queue keys expire when no waiter renews them.
+-- exclusive waiter, '=<ttl>:<retention>:<room> <instance>' for one that may be granted the lock
+-- outright, '^<limit>' for a shared one (see waiter_of). The queue keys expire when no waiter renews them.
 -- Scores are the server's time in µs, strictly increasing (one past the last waiter's when two
 -- arrive within one µs).
 local function enqueue(lock, value, waiters, alive, owner, now_us, lease, kind)
@@ -198,22 +201,22 @@ end
 -- re-sent release answers as if the lease had expired); no lock at all means it expired, and its
 -- waiters are woken; a reservation means it expired and was handed on; else another owner holds it.
 -- returns  1 released, 0 expired, -1 not-owner; the messages published naming waiters (a list);
---          and the token of a direct grant (see hand_on; `direct` goes to it)
-local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, direct)
+--          and the token of a grant outright (see hand_on; `room` goes to it)
+local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, room)
   local holder, flagged = read_lock(value)
   if holder == owner then
     -- APPEND keeps the counter's TTL; on a counter gone already it would make a key without one.
     if redis.call('APPEND', fence, '|' .. owner) == #owner + 1 then
       redis.call('DEL', fence)
     end
-    return 1, free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, direct)
+    return 1, free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
   end
   local counter = redis.call('GET', fence)
   if counter and string.sub(counter, -#owner - 1) == '|' .. owner then
     return 1
   end
   if value == false then
-    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, direct)
+    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
     return 0, told, token
   end
   if holder == nil then
