@@ -1,3 +1,4 @@
+import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
@@ -129,6 +130,34 @@ describe('direct grant to a waiter of the releasing instance', () => {
     expect(now() - released).toBeLessThan(1_000);
     expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
     await next.release();
+  });
+
+  it('a waiter that gives up as its grant arrives gives the lock back on leaving', async () => {
+    // The waiter's signal aborts the instant the hand-off reaches this instance (the diagnostics
+    // channel hears it just before the waiter does): it holds a grant it will not use.
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('x', { ttl: 30_000 });
+    const controller = new AbortController();
+    const gaveUp = a.acquire('x', { ttl: 30_000, wait: 10_000, signal: controller.signal }).catch((e: unknown) => e);
+    await waitFor(async () => (await queued(prefix, 'x')) === 1);
+    let granted = false;
+    const onHandOff = (message: unknown) => {
+      if ((message as { grant?: unknown }).grant === undefined) return;
+      granted = true;
+      controller.abort(new Error('gave up'));
+    };
+    diagnostics.subscribe('leasehold:handoff', onHandOff);
+    defer(() => diagnostics.unsubscribe('leasehold:handoff', onHandOff));
+    await held.release();
+    expect(((await gaveUp) as Error).message).toBe('gave up');
+    expect(granted).toBe(true);
+    // Its leave released the grant: the lock is free for anyone at once, not held for its ttl.
+    const next = await b.tryAcquire('x', { ttl: 5_000 });
+    expect(next).not.toBeNull();
+    expect(next?.fencingToken).toBeGreaterThan(held.fencingToken);
+    await next?.release();
   });
 
   it('a waiter granted the lock that hears of it by its own attempt gets a lease counted from that attempt', async () => {
