@@ -32,6 +32,7 @@ interface Report {
   tick?: number;
   fence?: number | null;
   reason?: string;
+  at?: number;
 }
 
 class Worker {
@@ -207,12 +208,15 @@ describe('scheduled jobs across processes', () => {
     const all = await start(prefix, [config, config, config]);
     const keys = jobKeys(prefix, 'report');
 
+    // The first tick every worker fires: one after the last of them was ready (a worker that was
+    // still starting up at a tick never fires it).
+    const readyAt = Math.max(...all.map((w) => w.reports.find((r) => r.e === 'ready')?.at ?? Number.POSITIVE_INFINITY));
     let victim: Worker | undefined;
     let killedRun: Report | undefined;
     await waitFor(
       () => {
         for (const w of all) {
-          const run = w.starts()[0];
+          const run = w.starts().find((r) => (r.tick ?? 0) > readyAt);
           if (run) {
             victim = w;
             killedRun = run;
