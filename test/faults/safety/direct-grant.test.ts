@@ -2,7 +2,7 @@ import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
-import { Leasehold, lockKeys } from '../../../src/index.js';
+import { type AcquireOptions, Leasehold, lockKeys } from '../../../src/index.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { randomPrefix, startProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';
@@ -37,14 +37,28 @@ describe('direct grant to a waiter of the releasing instance', () => {
   }
 
   /**
-   * `releaser` holds `name`, `waiter` queues behind it and settles into its park (its subscription
-   * went live after its first attempt, so it tries once more first); then the release, counted.
+   * `holder` takes `name`, and an acquisition of it through `waiter` (30 s ttl, 10 s wait unless
+   * `options` say otherwise) queues behind it and settles into its park (its subscription went live
+   * after its first attempt, so it tries once more first): both. The caller settles the wait.
    */
-  async function handOff(prefix: string, name: string, releaser: Leasehold, waiter: Leasehold) {
-    const held = await releaser.acquire(name, { ttl: 30_000 });
-    const waiting = waiter.acquire(name, { ttl: 30_000, wait: 10_000 });
+  async function queueBehind(
+    prefix: string,
+    name: string,
+    holder: Leasehold,
+    waiter: Leasehold,
+    options: AcquireOptions = {},
+  ) {
+    const held = await holder.acquire(name, { ttl: 30_000 });
+    const waiting = waiter.acquire(name, { ttl: 30_000, wait: 10_000, ...options });
+    waiting.catch(() => undefined);
     await waitFor(async () => (await queued(prefix, name)) === 1);
     await sleep(200);
+    return { held, waiting };
+  }
+
+  /** `releaser` holds `name`, `waiter` queues behind it; then the release, counted. */
+  async function handOff(prefix: string, name: string, releaser: Leasehold, waiter: Leasehold) {
+    const { held, waiting } = await queueBehind(prefix, name, releaser, waiter);
     await redis.admin.config('RESETSTAT');
     expect(await held.release()).toBe(true);
     const next = await waiting;
@@ -84,9 +98,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const a = new Leasehold(client, { prefix });
     defer(() => a.close());
     const ttl = 1_000;
-    const held = await a.acquire('v', { ttl: 30_000 });
-    const waiting = a.acquire('v', { ttl, wait: 10_000, autoExtend: false });
-    await waitFor(async () => (await queued(prefix, 'v')) === 1);
+    const { held, waiting } = await queueBehind(prefix, 'v', a, a, { ttl, autoExtend: false });
     await held.release();
     const next = await waiting;
     const heardAt = now();
@@ -107,9 +119,8 @@ describe('direct grant to a waiter of the releasing instance', () => {
     defer(() => proxy.close());
     const a = instance(prefix, proxy.port, 300);
     const b = instance(prefix);
-    const held = await a.acquire('g', { ttl: 30_000 });
-    const gaveUp = a.acquire('g', { ttl: 30_000, wait: 600 }).catch((error: unknown) => error);
-    await waitFor(async () => (await queued(prefix, 'g')) === 1);
+    const { held, waiting } = await queueBehind(prefix, 'g', a, a, { wait: 600 });
+    const gaveUp = waiting.catch((error: unknown) => error);
     // Its wait ends while the server is unreachable: its leave never arrives, it stays queued.
     proxy.blackhole(true);
     expect(await gaveUp).toBeInstanceOf(Error);
@@ -138,10 +149,9 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const prefix = randomPrefix();
     const a = instance(prefix);
     const b = instance(prefix);
-    const held = await a.acquire('x', { ttl: 30_000 });
     const controller = new AbortController();
-    const gaveUp = a.acquire('x', { ttl: 30_000, wait: 10_000, signal: controller.signal }).catch((e: unknown) => e);
-    await waitFor(async () => (await queued(prefix, 'x')) === 1);
+    const { held, waiting } = await queueBehind(prefix, 'x', a, a, { signal: controller.signal });
+    const gaveUp = waiting.catch((error: unknown) => error);
     let granted = false;
     const onHandOff = (message: unknown) => {
       if ((message as { grant?: unknown }).grant === undefined) return;

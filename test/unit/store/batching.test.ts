@@ -1,8 +1,8 @@
 import type { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Leasehold } from '../../../src/index.js';
-import { ioredis } from '../../faults/safety/fixture.js';
-import { type RedisServer, randomPrefix, startRedis } from '../../harness/index.js';
+import { suiteServer } from '../../faults/safety/fixture.js';
+import { randomPrefix } from '../../harness/index.js';
 
 /** The writes the client's socket makes to the kernel (one `_write` or one `_writev` each). */
 function countWrites(client: Redis): { readonly count: number } {
@@ -26,22 +26,23 @@ function countWrites(client: Redis): { readonly count: number } {
  * which they were made, the caller's own commands included.
  */
 describe('calls made in the same tick (ioredis)', () => {
-  let server: RedisServer;
-  let client: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    client = ioredis(server.port);
-    await client.ping();
-  });
-  afterAll(async () => {
-    client.disconnect();
-    await server.stop();
-  });
+  // The suite's admin client is the one leasehold is given: nothing else writes on it here.
+  const redis = suiteServer();
 
-  it('50 acquisitions in one tick reach the server in two writes, each with its own grant', async () => {
+  /** A Leasehold on the client, warmed up (its scripts loaded), for `body`; closed after it. */
+  async function withLocks(body: (locks: Leasehold, client: Redis) => Promise<void>): Promise<void> {
+    const client = redis.admin;
     const locks = new Leasehold(client, { prefix: randomPrefix() });
     try {
       await (await locks.acquire('warm')).release();
+      await body(locks, client);
+    } finally {
+      await locks.close();
+    }
+  }
+
+  it('50 acquisitions in one tick reach the server in two writes, each with its own grant', () =>
+    withLocks(async (locks, client) => {
       const writes = countWrites(client);
       const held = await Promise.all(Array.from({ length: 50 }, (_, i) => locks.acquire(`lock-${i}`)));
       expect(writes.count).toBeLessThanOrEqual(2);
@@ -49,30 +50,20 @@ describe('calls made in the same tick (ioredis)', () => {
       expect(new Set(held.map((lock) => lock.fencingToken)).size).toBe(50);
       const released = await Promise.all(held.map((lock) => lock.release()));
       expect(released.every(Boolean)).toBe(true);
-    } finally {
-      await locks.close();
-    }
-  });
+    }));
 
-  it('a lone call is written at once, not held for the end of the tick', async () => {
-    const locks = new Leasehold(client, { prefix: randomPrefix() });
-    try {
-      await (await locks.acquire('warm')).release();
+  it('a lone call is written at once, not held for the end of the tick', () =>
+    withLocks(async (locks, client) => {
       const stream = (client as unknown as { stream: { writableCorked: number } }).stream;
       const writes = countWrites(client);
       const lock = await locks.acquire('alone');
       expect(writes.count).toBe(1);
       expect(stream.writableCorked).toBe(0);
       await lock.release();
-    } finally {
-      await locks.close();
-    }
-  });
+    }));
 
-  it("the caller's commands made in the same tick keep their place in the order", async () => {
-    const locks = new Leasehold(client, { prefix: randomPrefix() });
-    try {
-      await (await locks.acquire('warm')).release();
+  it("the caller's commands made in the same tick keep their place in the order", () =>
+    withLocks(async (locks, client) => {
       const key = `${randomPrefix()}counter`;
       const steps = [
         client.set(key, '1'),
@@ -85,8 +76,5 @@ describe('calls made in the same tick (ioredis)', () => {
       expect(incremented).toBe(2);
       expect(read).toBe('2');
       await Promise.all([a.release(), b.release()]);
-    } finally {
-      await locks.close();
-    }
-  });
+    }));
 });
