@@ -30,7 +30,10 @@ export interface LockState {
   readonly fence: number;
   /** Who holds it: the holder's fencing token, when it took the lock (server ms) and its instance label. */
   readonly holder: Holder | null;
-  /** The owner that released the lock granted with `fence`, or null (held, expired, or never released). */
+  /**
+   * The owner that released the lock granted with `fence`, or null (expired, or never released).
+   * While held, null, or on Redis the owner whose release granted the lock to its holder outright.
+   */
   readonly releasedBy: string | null;
 }
 

@@ -374,8 +374,9 @@ const DECLARED = {
         owner,
         pttl: held ? integer(pttl) : -2,
         fence: parsed.holder?.token ?? 0,
-        // The counter tells who holds the lock only while its grant is not released.
-        holder: held && parsed.releasedBy === null ? parsed.holder : null,
+        // The counter tells who holds the lock while its grant is not released by that holder (a
+        // mark of another owner is the release that granted it outright: lib/hand-on.lua).
+        holder: held && parsed.releasedBy !== owner ? parsed.holder : null,
         releasedBy: parsed.releasedBy,
       };
     }),

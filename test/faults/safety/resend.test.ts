@@ -1,7 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { jobKeys, Leasehold, lockKeys } from '../../../src/index.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
-import { counterToken, randomPrefix, startProxy, type TcpProxy } from '../../harness/index.js';
+import { counterToken, randomPrefix, startProxy, type TcpProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';
 
 /**
@@ -48,6 +49,32 @@ describe('re-sent commands', () => {
     expect(await lock.release()).toBe(true);
     await cut;
     expect(await redis.admin.exists(lockKeys(prefix, 'order:8').lock)).toBe(0);
+  });
+
+  it('release that granted the lock outright to a waiter here: the re-sent command still answers released, and the waiter holds the lock', async () => {
+    const prefix = randomPrefix();
+    const { proxy, locks } = await throughProxy(prefix);
+    const keys = lockKeys(prefix, 'order:10');
+    const lock = await locks.acquire('order:10', { ttl: 30_000 });
+    const waiting = locks.acquire('order:10', { ttl: 30_000, wait: 5_000 });
+    waiting.catch(() => undefined);
+    await waitFor(async () => (await redis.admin.zcard(keys.waiters)) === 1);
+    await sleep(200);
+    const cut = proxy.cutAfter(SCRIPTS.release.fn);
+    expect(await lock.release()).toBe(true);
+    await cut;
+    const next = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
+    expect(await redis.admin.get(keys.lock)).toBe(next.owner);
+    // An operator sees the waiter holding it (the grant the counter records) and who released.
+    const inspect = SCRIPTS.inspect.input(prefix, 'order:10', undefined, 'PUBLISH');
+    const raw = await redis.admin.eval(SCRIPTS.inspect.source, inspect.keys.length, ...inspect.keys, ...inspect.args);
+    expect(SCRIPTS.inspect.reply.decode(raw)).toMatchObject({
+      owner: next.owner,
+      holder: { token: next.fencingToken },
+      releasedBy: lock.owner,
+    });
+    expect(await next.release()).toBe(true);
   });
 
   it('extend: the re-sent command extends again', async () => {

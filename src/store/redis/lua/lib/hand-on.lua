@@ -198,8 +198,10 @@ end
 -- released by this owner, and free the lock, handing it on if waiters are flagged. When the lease
 -- is not the owner's, say why: a counter marked by this owner means it released the lock already
 -- (a re-sent command: released again; only until another owner takes the lock, after which a
--- re-sent release answers as if the lease had expired); no lock at all means it expired, and its
--- waiters are woken; a reservation means it expired and was handed on; else another owner holds it.
+-- re-sent release answers as if the lease had expired; a grant outright to the next waiter keeps
+-- the mark, since that waiter took the lock in the release itself); no lock at all means it
+-- expired, and its waiters are woken; a reservation means it expired and was handed on; else
+-- another owner holds it.
 -- returns  1 released, 0 expired, -1 not-owner; the messages published naming waiters (a list);
 --          and the token of a grant outright (see hand_on; `room` goes to it)
 local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, room)
@@ -209,7 +211,13 @@ local function end_lease(value, lock, fence, owner, waiters, alive, publish, cha
     if redis.call('APPEND', fence, '|' .. owner) == #owner + 1 then
       redis.call('DEL', fence)
     end
-    return 1, free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
+    local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
+    if token then
+      -- A grant outright rewrote the counter for the next owner in this same call: mark this
+      -- owner's release on it again, so a re-sent release still answers released.
+      redis.call('APPEND', fence, '|' .. owner)
+    end
+    return 1, told, token
   end
   local counter = redis.call('GET', fence)
   if counter and string.sub(counter, -#owner - 1) == '|' .. owner then

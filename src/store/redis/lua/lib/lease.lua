@@ -15,8 +15,10 @@
 --
 -- The lock's fencing counter holds the latest grant: '<token> <taken-at> <instance>' (the fencing
 -- token, the server's time of the grant in µs, the taker's instance label), and '|<owner>' is
--- appended once that owner released it. So a command re-sent after its reply was lost finds its own
--- grant (or its own release), and an operator sees who holds a lock and since when.
+-- appended once that owner released it (a release that grants the lock outright to the next waiter
+-- writes that waiter's grant and keeps its own mark after it). So a command re-sent after its reply
+-- was lost finds its own grant (or its own release), and an operator sees who holds a lock and
+-- since when.
 
 -- The server's clock in µs since the epoch, as a number and as its decimal string (built from
 -- TIME's two parts: formatting a float that large costs more than the rest of a grant).
