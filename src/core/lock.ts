@@ -96,6 +96,10 @@ export class Lock implements AsyncDisposable {
    */
   reenter(): Lock {
     const root = this.#root;
+    // Validity is checked here, not only by the timer: after a blocked event loop the lease may be
+    // over before any timer ran, and a lease with no validity left is never handed out again.
+    root.#checkValidity();
+    root.#throwIfNotHeld();
     const init = { name: root.name, owner: root.owner, fencingToken: root.fencingToken, ttl: root.#ttl };
     return new Lock({ ...init, validUntil: root.#validUntil, autoExtend: false }, root.#context, root);
   }
@@ -291,8 +295,14 @@ export class Lock implements AsyncDisposable {
     return this.#root.#lostError;
   }
 
-  /** @internal Whether the lease is still held (and, for a reentrant hold, this hold too). */
+  /** @internal Whether the lease is still held with validity left (and, for a reentrant hold, this hold too). */
   get held(): boolean {
+    this.#root.#checkValidity();
     return !this.#handleReleased && this.#root.#state === 'held';
+  }
+
+  /** @internal Whether this handle was released (its hold given up), whatever became of the lease. */
+  get handleReleased(): boolean {
+    return this.#handleReleased;
   }
 }

@@ -11,10 +11,14 @@ import type { Lock } from '../core/lock.js';
 export class Reentrancy {
   readonly #context = new AsyncLocalStorage<ReadonlyMap<string, Lock>>();
 
-  /** The lease `name` is held under in this async context, if a reentrant hold of it is still live. */
+  /**
+   * The hold of `name` in this async context, if its handle is not released yet; a nested
+   * acquisition re-enters it (Lock.reenter rejects with the LockLostError once the lease has no
+   * validity left, so a dead lease is never re-entered). A released handle: none, acquire afresh.
+   */
   held(name: string): Lock | undefined {
     const lock = this.#context.getStore()?.get(name);
-    return lock?.held ? lock : undefined;
+    return lock === undefined || lock.handleReleased ? undefined : lock;
   }
 
   /** Run `work` with `lock` as the reentrant hold of its name in the work's async context. */

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { type Leasehold, type LeaseholdOptions, type Lock, LockTimeoutError } from '../../src/index.js';
+import { type Leasehold, type LeaseholdOptions, type Lock, LockLostError, LockTimeoutError } from '../../src/index.js';
+import { blockFor } from '../harness/index.js';
 import { waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
 
@@ -67,7 +68,7 @@ export function primitiveCases(ctx: PrimitiveContext): void {
       expect(inside).toBeInstanceOf(LockTimeoutError);
     });
 
-    it('a lease known to be lost is never re-entered: the nested acquisition waits like any other', async () => {
+    it('a lease known to be lost is never re-entered: the nested acquisition rejects with its LockLostError', async () => {
       const locks = await ctx.leasehold();
       const thief = await ctx.leasehold();
       const nested = await locks.withLock(
@@ -83,7 +84,26 @@ export function primitiveCases(ctx: PrimitiveContext): void {
           return error;
         },
       );
-      expect(nested).toBeInstanceOf(LockTimeoutError);
+      expect(nested).toBeInstanceOf(LockLostError);
+      expect((nested as LockLostError).reason).toBe('not-owner');
+    });
+
+    it('a lease that ran out while the event loop was blocked is never re-entered, though no timer noticed', async () => {
+      const locks = await ctx.leasehold();
+      const ttl = 300;
+      let nestedRan = false;
+      const outcome = await locks
+        .withLock('re4', { reentrant: true, ttl }, async () => {
+          // A long synchronous step (or a GC pause): the watchdog cannot run, the lease ends meanwhile.
+          blockFor(2 * ttl);
+          await locks.withLock('re4', { reentrant: true }, async () => {
+            nestedRan = true;
+          });
+        })
+        .catch((e: unknown) => e);
+      expect(nestedRan).toBe(false);
+      expect(outcome).toBeInstanceOf(LockLostError);
+      expect((outcome as LockLostError).reason).toBe('validity-elapsed');
     });
   });
 

@@ -45,3 +45,11 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, opts:
 export function counterToken(value: string | null | undefined): number {
   return value ? Number(value.split(/[ |]/)[0]) : 0;
 }
+
+/** Spin the CPU for `ms`: the event loop is blocked, as by a long GC pause or a busy task. */
+export function blockFor(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // Nothing: no timer can fire meanwhile.
+  }
+}

@@ -60,10 +60,4 @@ export async function slowPath(server: RedisServer, latency: number): Promise<{ 
   return { proxy, client };
 }
 
-/** Spin the CPU for `ms`: the event loop is blocked, as by a long GC pause or a busy task. */
-export function blockFor(ms: number): void {
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
-    // Nothing: no timer can fire meanwhile.
-  }
-}
+export { blockFor } from '../../harness/index.js';
