@@ -10,6 +10,7 @@ export {
   NotReplicatedError,
   QuorumError,
   RedisUnavailableError,
+  StoreUnavailableError,
 } from './core/errors.js';
 export { Lock } from './core/lock.js';
 export type { LockMode } from './core/validate.js';

@@ -12,6 +12,7 @@ import {
   type LockLostError,
   LockTimeoutError,
   RedisUnavailableError,
+  workFailure,
 } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
 import { Lock, type LockContext } from './core/lock.js';
@@ -128,8 +129,17 @@ export interface AcquireOptions {
 
 export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
 
-/** Options of `lead`: the lease of each term. */
-export type LeadOptions = Pick<AcquireOptions, 'ttl' | 'autoExtend'>;
+/** Options of `acquireAll` / `withLocks`: several exclusive locks, each with its own lease. */
+export type AcquireAllOptions = Omit<AcquireOptions, 'reentrant' | 'limit' | 'mode'>;
+
+/** Options of `lead`: the lease of each term, and how long stop() waits for the term's work. */
+export interface LeadOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend'> {
+  /**
+   * ms `stop()` (and a lost term) waits for the term's work to settle after its signal aborted,
+   * before the lock is released anyway and the overrun reported. Default 30_000.
+   */
+  stopTimeout?: number;
+}
 
 export interface WithLockOptions extends AcquireOptions {
   /**
@@ -217,6 +227,49 @@ function defaultInstance(): string {
 }
 
 const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
+
+/** The options each entry point takes: any other key is refused, naming it. */
+const LEASEHOLD_KEYS = [
+  'prefix',
+  'ttl',
+  'wait',
+  'autoExtend',
+  'commandTimeout',
+  'driftFactor',
+  'instance',
+  'fenceRetention',
+  'unsafeConfig',
+  'replicas',
+  'replicaTimeout',
+  'durability',
+  'whenNotReplicated',
+  'quorum',
+  'nodeTimeout',
+] as const satisfies readonly (keyof LeaseholdOptions)[];
+const ALL_KEYS = [
+  'ttl',
+  'wait',
+  'signal',
+  'autoExtend',
+  'replicas',
+  'replicaTimeout',
+  'durability',
+  'whenNotReplicated',
+] as const satisfies readonly (keyof AcquireAllOptions)[];
+const ACQUIRE_KEYS = [...ALL_KEYS, 'reentrant', 'limit', 'mode'] as const satisfies readonly (keyof AcquireOptions)[];
+const WITH_LOCK_KEYS = [...ACQUIRE_KEYS, 'whenUnavailable'] as const satisfies readonly (keyof WithLockOptions)[];
+const LEAD_KEYS = ['ttl', 'autoExtend', 'stopTimeout'] as const satisfies readonly (keyof LeadOptions)[];
+const withoutWait = (keys: readonly string[]): readonly string[] => keys.filter((k) => k !== 'wait');
+const OPTION_KEYS = {
+  acquire: ACQUIRE_KEYS,
+  tryAcquire: withoutWait(ACQUIRE_KEYS),
+  withLock: WITH_LOCK_KEYS,
+  tryWithLock: withoutWait(WITH_LOCK_KEYS),
+  acquireAll: ALL_KEYS,
+  withLocks: ALL_KEYS,
+  lead: LEAD_KEYS,
+} as const;
+type EntryPoint = keyof typeof OPTION_KEYS;
 
 /** A call that turns replica acknowledgement off (`replicas: 0`) on an instance that has it on. */
 const NO_REPLICATION: Replication = Object.freeze({
@@ -321,7 +374,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
     super();
-    const o = validate.options(options, 'Leasehold options');
+    const o = validate.options(options, 'Leasehold options', LEASEHOLD_KEYS);
     const driftFactor = validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor);
     this.#ttl = validate.optionalTtl(o.ttl, 'ttl', driftFactor, DEFAULTS.ttl);
     this.#wait = validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait);
@@ -466,9 +519,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     emitSafely(() => (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args));
   }
 
-  #resolve(options: unknown, what: string, waits: boolean): Resolved {
+  #resolve(options: unknown, entry: EntryPoint, waits: boolean): Resolved {
     if (this.#closed) throw closedError();
-    const o = validate.options(options, what);
+    const o = validate.options(options, `${entry} options`, OPTION_KEYS[entry]);
     const reentrant = validate.optionalBoolean(o.reentrant, 'reentrant', false);
     const kind = validate.lockKind(o.limit, o.mode, reentrant);
     return {
@@ -504,13 +557,13 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    */
   async acquire(name: string, options?: AcquireOptions): Promise<Lock> {
     validate.lockName(name);
-    return this.#acquire(name, this.#resolve(options, 'acquire options', true));
+    return this.#acquire(name, this.#resolve(options, 'acquire', true));
   }
 
   /** One attempt, never waits: the Lock, or null when another owner holds it. */
   async tryAcquire(name: string, options?: TryAcquireOptions): Promise<Lock | null> {
     validate.lockName(name);
-    const resolved = this.#resolve(options, 'tryAcquire options', false);
+    const resolved = this.#resolve(options, 'tryAcquire', false);
     try {
       return await this.#acquire(name, resolved);
     } catch (error) {
@@ -522,7 +575,13 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   #acquire(name: string, o: Resolved): Promise<Lock> {
     if (o.reentrant) {
       const held = this.#reentrancy.held(name);
-      if (held) return Promise.resolve(held.reenter());
+      if (held) {
+        try {
+          return Promise.resolve(held.reenter());
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      }
     }
     const started = now();
     const instance = this.#common.instance;
@@ -665,10 +724,11 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const [options, work] =
       typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
     validate.lockName(name);
+    validate.optionsOrWork(optionsOrWork, what);
     validate.fn(work, `${what} work`);
-    const o = validate.options(options, `${what} options`);
-    const whenUnavailable = validate.optionalWhenUnavailable(o.whenUnavailable, TRY_WHEN_UNAVAILABLE);
-    const resolved = this.#resolve(options, `${what} options`, waits);
+    const resolved = this.#resolve(options, what, waits);
+    const o = options as Record<string, unknown> | undefined;
+    const whenUnavailable = validate.optionalWhenUnavailable(o?.whenUnavailable, TRY_WHEN_UNAVAILABLE);
     const run = work as Work<T, Lock | null>;
     try {
       const lock = await this.#acquire(name, resolved);
@@ -684,6 +744,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       // A reentrant hold carries the lease in the work's async context, for nested acquisitions.
       if (reentrant) return await this.#reentrancy.run(lock, async () => work(lock.signal, lock));
       return await work(lock.signal, lock);
+    } catch (error) {
+      throw workFailure(error, lock.signal);
     } finally {
       await lock
         .release()
@@ -699,9 +761,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    * order cannot wait on each other in a cycle; when one lock cannot be had in time, those taken
    * are released before the error reaches the caller. Each lock has its own owner and fencing token.
    */
-  async acquireAll(names: readonly string[], options?: AcquireOptions): Promise<MultiLock> {
+  async acquireAll(names: readonly string[], options?: AcquireAllOptions): Promise<MultiLock> {
     const list = validate.lockNames(names);
-    const o = this.#resolve(options, 'acquireAll options', true);
+    const o = this.#resolve(options, 'acquireAll', true);
     const deadline = now() + o.wait;
     const order = [...list].sort();
     const taken = new Map<string, Lock>();
@@ -723,13 +785,16 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    */
   async withLocks<T>(
     names: readonly string[],
-    options: AcquireOptions | undefined,
+    options: AcquireAllOptions | undefined,
     work: (signal: AbortSignal, all: MultiLock) => Promise<T> | T,
   ): Promise<T> {
     validate.fn(work, 'withLocks work');
+    validate.options(options, 'withLocks options', OPTION_KEYS.withLocks);
     const all = await this.acquireAll(names, options);
     try {
       return await work(all.signal, all);
+    } catch (error) {
+      throw workFailure(error, all.signal);
     } finally {
       await Promise.all(
         all.locks.map((lock) =>
@@ -753,7 +818,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   lead(name: string, work: (signal: AbortSignal, lock: Lock) => unknown, options?: LeadOptions): Leadership {
     validate.lockName(name);
     validate.fn(work, 'lead work');
-    const o = this.#resolve(options, 'lead options', false);
+    const o = this.#resolve(options, 'lead', false);
     const campaignWait = Math.max(this.#wait, 1);
     return new Leadership(
       {

@@ -3,20 +3,23 @@
  * Subclasses exist only where a caller branches on the kind of failure.
  */
 
-/** Stable machine-readable codes carried by every {@link LockError}. */
+/**
+ * Stable machine-readable codes carried by every {@link LockError}: each key is the code it stands
+ * for, so `error.code === ErrorCode.LOCK_TIMEOUT` reads as the README's table does.
+ */
 export const ErrorCode = Object.freeze({
   /** An argument or option was invalid; the message names it and the value given. */
   INVALID_ARGUMENT: 'INVALID_ARGUMENT',
   /** The `wait` budget ran out while another owner held the lock. */
-  TIMEOUT: 'LOCK_TIMEOUT',
+  LOCK_TIMEOUT: 'LOCK_TIMEOUT',
   /** The lease is no longer ours: it expired, or another owner holds the lock. */
-  LOST: 'LOCK_LOST',
-  /** The backend did not answer in time or the connection failed. */
-  UNAVAILABLE: 'REDIS_UNAVAILABLE',
+  LOCK_LOST: 'LOCK_LOST',
+  /** The backend (Redis, PostgreSQL, etcd) did not answer in time, or its connection failed. */
+  STORE_UNAVAILABLE: 'STORE_UNAVAILABLE',
   /** Redlock: too few nodes agreed. */
-  QUORUM: 'LOCK_QUORUM',
+  LOCK_QUORUM: 'LOCK_QUORUM',
   /** The backend answered with an error that is not about reachability (e.g. WRONGTYPE). */
-  STORE: 'STORE_ERROR',
+  STORE_ERROR: 'STORE_ERROR',
   /** A call was made on a `Leasehold` after `close()`. */
   CLOSED: 'CLOSED',
   /** `assertLocked()` was called outside a held job lock. */
@@ -25,6 +28,18 @@ export const ErrorCode = Object.freeze({
   UNSAFE_CONFIG: 'UNSAFE_CONFIG',
   /** Fewer replicas than `replicas` confirmed a grant or an extension within `replicaTimeout`. */
   NOT_REPLICATED: 'NOT_REPLICATED',
+  /** @deprecated Use `ErrorCode.LOCK_TIMEOUT`. */
+  TIMEOUT: 'LOCK_TIMEOUT',
+  /** @deprecated Use `ErrorCode.LOCK_LOST`. */
+  LOST: 'LOCK_LOST',
+  /** @deprecated Use `ErrorCode.STORE_UNAVAILABLE` (the code is `'STORE_UNAVAILABLE'` on every backend). */
+  UNAVAILABLE: 'STORE_UNAVAILABLE',
+  /** @deprecated Use `ErrorCode.STORE_UNAVAILABLE` (the code is `'STORE_UNAVAILABLE'` on every backend). */
+  REDIS_UNAVAILABLE: 'STORE_UNAVAILABLE',
+  /** @deprecated Use `ErrorCode.LOCK_QUORUM`. */
+  QUORUM: 'LOCK_QUORUM',
+  /** @deprecated Use `ErrorCode.STORE_ERROR`. */
+  STORE: 'STORE_ERROR',
 } as const);
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -68,7 +83,7 @@ export class LockTimeoutError extends LockError {
   readonly waited: number;
 
   constructor(lockName: string, waited: number, options?: { cause?: unknown }) {
-    super(ErrorCode.TIMEOUT, `timed out after ${waited} ms waiting for lock "${lockName}"`, options);
+    super(ErrorCode.LOCK_TIMEOUT, `timed out after ${waited} ms waiting for lock "${lockName}"`, options);
     this.lockName = lockName;
     this.waited = waited;
   }
@@ -128,7 +143,7 @@ export class LockLostError extends LockError {
     options?: { cause?: unknown; holder?: CurrentHolder | undefined },
   ) {
     super(
-      ErrorCode.LOST,
+      ErrorCode.LOCK_LOST,
       `lost lock "${lockName}" (fencing token ${fencingToken}): ${reason}: ${lostBecause(lockName, reason, options?.holder)}`,
       options?.cause === undefined ? undefined : { cause: options.cause },
     );
@@ -139,12 +154,20 @@ export class LockLostError extends LockError {
   }
 }
 
-/** The backend could not be reached or did not answer within `commandTimeout`. */
-export class RedisUnavailableError extends LockError {
+/** The backend (Redis, PostgreSQL or etcd) could not be reached, or did not answer within `commandTimeout`. */
+export class StoreUnavailableError extends LockError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(ErrorCode.UNAVAILABLE, message, options);
+    super(ErrorCode.STORE_UNAVAILABLE, message, options);
   }
 }
+
+/**
+ * @deprecated The same class as {@link StoreUnavailableError} (so `instanceof` matches either name);
+ * thrown by every backend, not only Redis.
+ */
+export const RedisUnavailableError = StoreUnavailableError;
+/** @deprecated Use {@link StoreUnavailableError}. */
+export type RedisUnavailableError = StoreUnavailableError;
 
 /** One node's part in a Redlock decision. */
 export interface NodeOutcome {
@@ -172,11 +195,11 @@ export interface NodeOutcome {
 
 /**
  * Redlock: fewer than a quorum of nodes agreed, because too few could be reached (or not in time).
- * Carries every node's outcome. A RedisUnavailableError, so `whenUnavailable` applies to it, with
+ * Carries every node's outcome. A StoreUnavailableError, so `whenUnavailable` applies to it, with
  * its own code `LOCK_QUORUM`.
  */
-export class QuorumError extends RedisUnavailableError {
-  override readonly code: ErrorCode = ErrorCode.QUORUM;
+export class QuorumError extends StoreUnavailableError {
+  override readonly code: ErrorCode = ErrorCode.LOCK_QUORUM;
   readonly lockName: string;
   readonly quorum: number;
   readonly nodes: readonly NodeOutcome[];
@@ -189,6 +212,17 @@ export class QuorumError extends RedisUnavailableError {
     this.quorum = quorum;
     this.nodes = nodes;
   }
+}
+
+/**
+ * What a `with…` call rejects with when its work rejected: once the lease was lost (the signal
+ * aborted with a LockLostError), that loss, with the work's own error as its cause; else the
+ * work's error as it is.
+ */
+export function workFailure(error: unknown, signal: AbortSignal): unknown {
+  const lost: unknown = signal.aborted ? signal.reason : undefined;
+  if (!(lost instanceof LockLostError) || error instanceof LockLostError) return error;
+  return new LockLostError(lost.lockName, lost.reason, lost.fencingToken, { cause: error, holder: lost.holder });
 }
 
 export function invalidArgument(message: string): LockError {

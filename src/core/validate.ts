@@ -23,6 +23,11 @@ export function lockNames(names: unknown): string[] {
   return list;
 }
 
+/**
+ * One rule for names on every backend: a non-empty string of at most `maxNameLength` UTF-16 code
+ * units, well-formed (no lone surrogate: it has no UTF-8 form, so PostgreSQL and etcd would store
+ * another name), without NUL (PostgreSQL's text cannot hold it), not starting with '}'.
+ */
 export function lockName(name: unknown, what = 'lock name'): string {
   if (typeof name !== 'string') throw invalidArgument(`${what} must be a string, got ${show(name)}`);
   if (name.length === 0) throw invalidArgument(`${what} must not be empty`);
@@ -31,7 +36,16 @@ export function lockName(name: unknown, what = 'lock name'): string {
   }
   // The name is a Redis Cluster hash tag: '{}…' would hash each of the lock's keys on its own.
   if (name.startsWith('}')) throw invalidArgument(`${what} must not start with '}', got ${show(name)}`);
+  if (name.includes('\0')) throw invalidArgument(`${what} must not contain the NUL character, got ${show(name)}`);
+  if (!isWellFormed(name)) {
+    throw invalidArgument(`${what} must be well-formed Unicode (no lone surrogate), got ${show(name)}`);
+  }
   return name;
+}
+
+/** String.prototype.isWellFormed, which Node 20.0 lacks. */
+function isWellFormed(text: string): boolean {
+  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);
 }
 
 export function duration(value: unknown, option: string, min: number): number {
@@ -177,12 +191,32 @@ export function prefix(value: unknown): string {
   return value;
 }
 
-export function options(value: unknown, what: string): Record<string, unknown> {
+/**
+ * An options object; with `known`, every key it sets must be one of them (a misspelt option is
+ * refused, never silently ignored). A key set to undefined counts as not set.
+ */
+export function options(value: unknown, what: string, known?: readonly string[]): Record<string, unknown> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw invalidArgument(`${what} must be an object, got ${show(value)}`);
   }
-  return value as Record<string, unknown>;
+  const o = value as Record<string, unknown>;
+  if (known !== undefined) {
+    for (const key of Object.keys(o)) {
+      if (o[key] !== undefined && !known.includes(key)) {
+        throw invalidArgument(`\`${key}\` is not one of the ${what}: ${known.map((k) => `\`${k}\``).join(', ')}`);
+      }
+    }
+  }
+  return o;
+}
+
+/** The second argument of withLock / tryWithLock: the options (an object) or the work (a function). */
+export function optionsOrWork(value: unknown, what: string): void {
+  if (typeof value === 'function' || (typeof value === 'object' && value !== null && !Array.isArray(value))) return;
+  throw invalidArgument(
+    `${what}'s second argument must be the options (an object) or the work (a function), got ${show(value)}`,
+  );
 }
 
 export function fn(value: unknown, what: string): void {

@@ -86,6 +86,19 @@ export interface ScheduleSettings extends RunSettings {
 }
 
 const WHEN_UNAVAILABLE: readonly JobWhenUnavailable[] = ['skip', 'run'];
+
+/** The options each entry point takes: any other key is refused, naming it. */
+const COORDINATOR_KEYS = [
+  'lockAtLeastFor',
+  'whenUnavailable',
+  'keepAlive',
+  'instance',
+  'clockTolerance',
+  'historyLimit',
+] as const satisfies readonly (keyof NodeCronCoordinatorOptions)[];
+const RUN_KEYS = [...COORDINATOR_KEYS, 'lockAtMostFor'] as const satisfies readonly (keyof RunOptions)[];
+const SCHEDULE_KEYS = [...RUN_KEYS, 'timezone', 'clock', 'unref'] as const satisfies readonly (keyof ScheduleOptions)[];
+const RUN_ONCE_KEYS = [...RUN_KEYS, 'tick'] as const satisfies readonly (keyof RunOnceOptions)[];
 /** Largest history a job keeps, and the most runs one read returns. */
 export const MAX_HISTORY = 10_000;
 
@@ -117,7 +130,7 @@ function lockAtMostFor(o: Record<string, unknown>, d: RunDefaults): number {
 }
 
 export function scheduleSettings(options: unknown, d: RunDefaults): ScheduleSettings {
-  const o = validate.options(options, 'schedule options');
+  const o = validate.options(options, 'schedule options', SCHEDULE_KEYS);
   const clock = validate.optionalFn<() => number>(o.clock, 'clock') ?? Date.now;
   const probe: unknown = clock();
   if (typeof probe !== 'number' || !Number.isFinite(probe)) {
@@ -132,16 +145,16 @@ export function scheduleSettings(options: unknown, d: RunDefaults): ScheduleSett
 }
 
 export function runOnceSettings(options: unknown, d: RunDefaults): RunSettings & { readonly tick: number | null } {
-  const o = validate.options(options, 'runOnce options');
+  const o = validate.options(options, 'runOnce options', RUN_ONCE_KEYS);
   return { ...runSettings(o, lockAtMostFor(o, d), d), tick: validate.optionalInstant(o.tick, 'tick') ?? null };
 }
 
 /** The coordinator learns its lease per call; lockAtLeastFor is checked against it then. */
 export function coordinatorSettings(options: unknown, d: RunDefaults): (lease: number) => RunSettings {
-  const o = validate.options(options, 'nodeCronCoordinator options');
-  if (o.lockAtMostFor !== undefined) {
+  if ((options as { lockAtMostFor?: unknown } | undefined)?.lockAtMostFor !== undefined) {
     throw invalidArgument("`lockAtMostFor` is node-cron's `distributedLease` option here; set it on the task");
   }
+  const o = validate.options(options, 'nodeCronCoordinator options', COORDINATOR_KEYS);
   runSettings(o, DEFAULTS.maxDuration, d);
   return (lease) => runSettings(o, validate.ttl(lease, 'distributedLease', d.driftFactor), d);
 }

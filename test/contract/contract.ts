@@ -321,6 +321,32 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       expect(a.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
     });
 
+    it('work that fails because its lease was lost rejects with the LockLostError, the work’s error as its cause', async () => {
+      const a = await leasehold();
+      const ttl = 300;
+      // The README's pattern: the work waits on the lock's signal, which aborts when the lease runs out.
+      const pause = (signal: AbortSignal) => sleep(20 * ttl, undefined, { signal });
+      const calls: Array<[string, () => Promise<unknown>]> = [
+        ['withLock', () => a.withLock('lost-w', { ttl, autoExtend: false }, pause)],
+        ['tryWithLock', () => a.tryWithLock('lost-t', { ttl, autoExtend: false }, pause)],
+        ['withLocks', () => a.withLocks(['lost-a', 'lost-b'], { ttl, autoExtend: false }, pause)],
+      ];
+      for (const [what, call] of calls) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error, what).toBeInstanceOf(LockLostError);
+        expect((error as LockLostError).code, what).toBe(ErrorCode.LOCK_LOST);
+        expect((error as LockLostError).reason, what).toBe('validity-elapsed');
+        expect(((error as LockLostError).cause as Error).name, what).toBe('AbortError');
+      }
+      // A work error while the lease is still held is the work's own, as before.
+      const boom = new Error('work failed');
+      await expect(
+        a.withLock('lost-w', { ttl: 5_000 }, async () => {
+          throw boom;
+        }),
+      ).rejects.toBe(boom);
+    });
+
     it('tryWithLock runs when free and reports locked when held', async () => {
       const a = await leasehold();
       const b = await leasehold();
@@ -381,6 +407,19 @@ export function runContract(make: () => Promise<ContractBackend>): void {
           /`whenUnavailable` must be one of/,
         ],
         [() => a.withLock('x', {}, 'nope' as unknown as () => 1), /must be a function/],
+        [
+          () => a.withLock('x', 42 as unknown as () => 1),
+          /second argument must be the options .* or the work .*got 42/,
+        ],
+        // Every option object is checked at the call: a misspelt key is refused, naming it.
+        [() => a.acquire('x', { wiat: 100 } as never), /`wiat` is not one of the acquire options: `ttl`, `wait`/],
+        [() => a.tryAcquire('x', { wait: 100 } as never), /`wait` is not one of the tryAcquire options/],
+        [() => a.withLock('x', { whenUnavalable: 'run' } as never, async () => 1), /`whenUnavalable` is not one/],
+        [() => a.acquireAll(['x', 'y'], { mode: 'shared' } as never), /`mode` is not one of the acquireAll options/],
+        [() => a.runOnce('x', async () => 1, { lockAtMostFr: 5 } as never), /`lockAtMostFr` is not one of the runOnce/],
+        // One rule for names on every backend, checked before any round trip.
+        [() => a.acquire('a\0b'), /must not contain the NUL character/],
+        [() => a.acquire('a\uD800b'), /well-formed Unicode/],
       ];
       for (const [call, message] of cases) {
         const error = await call().catch((e: unknown) => e);
@@ -390,6 +429,15 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       }
       const client = await backend.client();
       expect(() => new Leasehold(client, { prefix: 'a{b' })).toThrow(/`prefix`/);
+      expect(() => new Leasehold(client, { whenUnavailable: 'foo' } as never)).toThrow(
+        /`whenUnavailable` is not one of the Leasehold options/,
+      );
+      // lead takes the options of a term's lease, not a kind of lock: a shared or counted leader would not be one.
+      expect(() => a.lead('x', async () => 1, { mode: 'shared' } as never)).toThrow(/`mode` is not one of the lead/);
+      expect(() => a.lead('x', async () => 1, { limit: 2 } as never)).toThrow(/`limit` is not one of the lead/);
+      // Names that any backend can store are accepted (astral characters, spaces, braces inside).
+      const odd = await a.acquire('ok {é} 🔒 \u0001', { ttl: 5_000 });
+      expect(await odd.release()).toBe(true);
       expect(() => new Leasehold({} as never)).toThrow(/expected an ioredis client/);
     });
 
