@@ -4,10 +4,13 @@ import { describe, expectTypeOf, test } from 'vitest';
 import {
   type Backend,
   type BackendOperation,
+  ErrorCode,
   Leasehold,
   type Lock,
   MemoryStore,
+  type RedisUnavailableError,
   type Store,
+  StoreUnavailableError,
   type TryResult,
   type WithLockOptions,
 } from '../../src/index.js';
@@ -179,5 +182,16 @@ describe('events', () => {
     // @ts-expect-error not an operation leasehold reports
     const wrong: BackendOperation = 'connect';
     void wrong;
+  });
+});
+
+describe('ErrorCode', () => {
+  test('its keys are the codes of the README’s table', () => {
+    expectTypeOf(ErrorCode.LOCK_TIMEOUT).toEqualTypeOf<'LOCK_TIMEOUT'>();
+    expectTypeOf(ErrorCode.LOCK_LOST).toEqualTypeOf<'LOCK_LOST'>();
+    expectTypeOf(ErrorCode.STORE_UNAVAILABLE).toEqualTypeOf<'STORE_UNAVAILABLE'>();
+    expectTypeOf(ErrorCode.LOCK_QUORUM).toEqualTypeOf<'LOCK_QUORUM'>();
+    expectTypeOf(ErrorCode.STORE_ERROR).toEqualTypeOf<'STORE_ERROR'>();
+    expectTypeOf(new StoreUnavailableError('x')).toEqualTypeOf<RedisUnavailableError>();
   });
 });
