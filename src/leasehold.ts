@@ -84,7 +84,7 @@ export interface LeaseholdOptions {
   quorum?: number;
   /**
    * Redlock: ms one node has to answer one call before it counts as failed, so a slow or frozen
-   * node costs little of the lease. Default min(100, ttl / 10, commandTimeout).
+   * node costs little of the lease. Default min(500, ttl / 10, commandTimeout).
    */
   nodeTimeout?: number;
 }

@@ -64,8 +64,11 @@ export const DEFAULTS = Object.freeze({
   clockTolerance: 1_000,
   /** ms a release channel stays subscribed after its last waiter left, so a busy lock does not resubscribe per wait. */
   subscriptionLinger: 1_000,
-  /** Redlock: longest ms one node has to answer one call, unless `nodeTimeout` is set. */
-  nodeTimeout: 100,
+  /**
+   * Redlock: longest ms one node has to answer one call, unless `nodeTimeout` is set: short beside
+   * the lease (a frozen node costs little of it), long enough for a busy host's event-loop lag.
+   */
+  nodeTimeout: 500,
   /** Redlock: the default per-node timeout is also at most this fraction of the ttl. */
   nodeTimeoutFraction: 0.1,
   /** Redlock: base of the exponential backoff with full jitter after a split vote, in ms. */
@@ -93,6 +96,8 @@ export const DEFAULTS = Object.freeze({
   historyErrorLength: 500,
   /** Scheduler: longest instance name accepted, in characters. */
   maxInstanceLength: 200,
+  /** lead: ms a term's work may take to settle after its signal aborted before the lock is released anyway. */
+  leadStopTimeout: 30_000,
 });
 
 export type WhenUnavailable = 'fail' | 'skip' | 'run';

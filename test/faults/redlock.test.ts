@@ -330,11 +330,14 @@ describe('Redlock: latency', () => {
   it('nodes slower than the per-node timeout: fails, and grants that land late are released', async () => {
     const prefix = randomPrefix();
     const slow = await proxied();
-    for (const p of slow) p.setLatency(150);
+    // Each way as long as the default per-node timeout: a round trip takes twice that.
+    for (const p of slow) p.setLatency(DEFAULTS.nodeTimeout);
     const locks = redlock(prefix, {}, clientsFor(slow.map((p) => p.port)));
     const error = await locks.tryAcquire('late', { ttl: 10_000 }).catch((e: unknown) => e);
     expect(outcomes(error)).toEqual(['no-answer', 'no-answer', 'no-answer', 'no-answer', 'no-answer']);
-    expect((error as QuorumError).nodes[0]?.cause).toMatchObject({ message: /within 100 ms \(nodeTimeout\)/ });
+    expect((error as QuorumError).nodes[0]?.cause).toMatchObject({
+      message: new RegExp(`within ${DEFAULTS.nodeTimeout} ms \\(nodeTimeout\\)`),
+    });
     await waitFor(async () => counterToken(await admin[0]?.get(lockKeys(prefix, 'late').fence)) >= 1, {
       timeout: 3_000,
     });
