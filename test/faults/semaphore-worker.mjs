@@ -1,6 +1,7 @@
 // A process taking turns on a semaphore or a read-write lock, driven over IPC, so a test can kill -9
 // it while it holds. It reports every section it held: when it entered and left (wall clock in ms,
-// with µs resolution, comparable across processes), whether its lease was still valid when it left,
+// on CLOCK_MONOTONIC, which every process of the machine shares: performance.timeOrigin is taken per
+// process and can be off by a millisecond or more, more than a hand-off takes), whether its lease was still valid when it left,
 // and its fencing token.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
@@ -11,7 +12,7 @@ const client = new Redis(url, { maxRetriesPerRequest: 1 });
 client.on('error', () => {});
 const locks = new Leasehold(client, { prefix });
 const options = kind === 'semaphore' ? { limit: Number(limit) } : { mode: kind === 'reader' ? 'shared' : 'exclusive' };
-const wall = () => performance.timeOrigin + performance.now();
+const wall = () => Number(process.hrtime.bigint()) / 1e6;
 let stopped = false;
 
 process.on('message', async (msg) => {
