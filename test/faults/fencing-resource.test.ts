@@ -15,7 +15,7 @@ import {
   fencedWrite,
   quoteIdentifier,
 } from '../../src/fencing/index.js';
-import { Leasehold } from '../../src/index.js';
+import { DEFAULTS, Leasehold } from '../../src/index.js';
 import {
   type PostgresServer,
   type RedisCluster,
@@ -105,6 +105,14 @@ interface PausedRun {
   pausedMs: number;
 }
 
+/** The paused holder's lease. */
+const PAUSED_TTL = 400;
+/**
+ * The earliest its lease can end after the SIGSTOP: its watchdog's last extension may have reached
+ * the server up to ttl / extendDivisor before the stop, and the lease runs ttl from there.
+ */
+const EARLIEST_EXPIRY = PAUSED_TTL - PAUSED_TTL / DEFAULTS.extendDivisor;
+
 /**
  * The holder acquires (ttl 400 ms, watchdog on) and is SIGSTOPped. `fresh` (another Leasehold
  * instance, in this process) waits for the lock, gets it once the lease has run out, and writes
@@ -120,12 +128,13 @@ async function pausedHolderRun(
   const holder = await Holder.start(holderArgs);
   const locks = new Leasehold(lockClient, { prefix });
   try {
-    holder.send({ cmd: 'acquire', name: 'ledger', ttl: 400 });
+    holder.send({ cmd: 'acquire', name: 'ledger', ttl: PAUSED_TTL });
     const staleToken = Number((await holder.until('acquired')).fencingToken);
     holder.process.kill('SIGSTOP');
     const stoppedAt = performance.now();
     const lock = await locks.acquire('ledger', { ttl: 10_000, wait: 5_000 });
-    expect(performance.now() - stoppedAt).toBeGreaterThan(300);
+    // Not before the stopped holder's lease ran out on the server.
+    expect(performance.now() - stoppedAt).toBeGreaterThan(EARLIEST_EXPIRY);
     await fresh(lock.fencingToken);
     holder.send({ cmd: 'write', ...write });
     const pausedMs = performance.now() - stoppedAt;
@@ -414,7 +423,7 @@ describe('Redis', () => {
           },
         );
         expect(run.freshToken).toBeGreaterThan(run.staleToken);
-        expect(run.pausedMs).toBeGreaterThan(400);
+        expect(run.pausedMs).toBeGreaterThan(EARLIEST_EXPIRY);
         expect(run.stale).toEqual({ written: false, newest: run.freshToken });
         expect(await fencedRead(client(), key)).toEqual({ value: 'from the new holder', fence: run.freshToken });
       });
