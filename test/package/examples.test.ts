@@ -15,18 +15,17 @@ import { type RedisServer, startRedis } from '../harness/index.js';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const EXAMPLE = join(ROOT, 'examples', 'quick-start.mjs');
 /** Long enough for a slow start on a busy machine; a program that does not exit is killed here. */
-const EXIT_WITHIN_MS = 5_000;
+/** A hang detector, not a speed bar: a program still running after this is killed, and the test fails. */
+const EXIT_WITHIN_MS = 15_000;
 
 interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
-  ms: number;
 }
 
 function runNode(file: string, env: Record<string, string>): Promise<Exit> {
-  const started = performance.now();
   return new Promise((resolve) => {
     execFile(
       process.execPath,
@@ -39,7 +38,6 @@ function runNode(file: string, env: Record<string, string>): Promise<Exit> {
           signal: failed?.signal ?? null,
           stdout,
           stderr,
-          ms: performance.now() - started,
         });
       },
     );
@@ -75,7 +73,6 @@ describe('the README quick start', () => {
     expect(result.signal, `killed after ${EXIT_WITHIN_MS} ms: the program did not exit`).toBeNull();
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.ms).toBeLessThan(EXIT_WITHIN_MS);
     const match = /^holding invoice:42 with fencing token (\d+)\ninvoice 42 sent\n$/.exec(result.stdout);
     expect(match, result.stdout).not.toBeNull();
     // A token is the server's clock in µs (or one above the last token): a large, exact integer.

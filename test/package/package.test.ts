@@ -202,7 +202,7 @@ describe('the packed package, installed into a project of its own', () => {
     expect(JSON.parse(cjs?.stdout ?? '')).toEqual({ format: 'cjs', ...expected, ioredis: 'not installed' });
   });
 
-  it('the README quick start, run from the installed tarball against a real redis-server, prints its result and exits 0 within 2 s', async () => {
+  it('the README quick start, run from the installed tarball against a real redis-server, prints its result and exits 0 by itself', async () => {
     // A second project: the installed leasehold, and ioredis from this checkout (a user installs both).
     const app = join(work, 'app');
     await mkdir(join(app, 'node_modules'), { recursive: true });
@@ -212,15 +212,14 @@ describe('the packed package, installed into a project of its own', () => {
     await cp(join(ROOT, 'examples', 'quick-start.mjs'), join(app, 'quick-start.mjs'));
     const server = await startRedis();
     try {
-      const started = performance.now();
+      // A program that left a handle open would be killed at the timeout, and `run` would reject:
+      // exiting by itself is what is checked here, not how fast (that is the bench's business).
       const result = await run(process.execPath, ['quick-start.mjs'], {
         cwd: app,
         timeout: 10_000,
         env: { ...process.env, REDIS_URL: server.url },
       });
-      const ms = performance.now() - started;
       expect(result.stdout).toMatch(/^holding invoice:42 with fencing token \d+\ninvoice 42 sent\n$/);
-      expect(ms).toBeLessThan(2_000);
     } finally {
       await server.stop();
     }
