@@ -58,10 +58,6 @@ npx attw --pack . --profile node16 --quiet
 results=$(mktemp)
 status=0
 npx vitest run --reporter=default --reporter=json --outputFile.json="$results" "$@" || status=$?
-node -e '
-  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  const skipped = r.numPendingTests + r.numTodoTests;
-  console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${skipped} skipped`);
-' "$results" || true
+node scripts/test-summary.mjs "$results" || true
 rm -f "$results"
 exit "$status"
