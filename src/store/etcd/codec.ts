@@ -14,6 +14,11 @@ export interface Member {
   readonly ttl: number;
   /** Wall-clock ms of the grant on the granting client (etcd keeps no clock); null while waiting. */
   readonly takenAt: number | null;
+  /**
+   * A job's lock kept by lockAtLeastFor after its run finished: wall-clock ms (the finishing
+   * client's) until which it is kept. Its lease, in whole seconds, may outlive it.
+   */
+  readonly keptUntil?: number;
 }
 
 /** The release marker: who released the grant with token `fence`. */
@@ -57,15 +62,23 @@ const isIntOrNull = (v: unknown): v is number | null => v === null || isInt(v);
 const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
 
 export function encodeMember(member: Member): Buffer {
-  return Buffer.from(JSON.stringify({ o: member.owner, i: member.instance, t: member.ttl, g: member.takenAt }));
+  const value = { o: member.owner, i: member.instance, t: member.ttl, g: member.takenAt };
+  return Buffer.from(JSON.stringify(member.keptUntil === undefined ? value : { ...value, k: member.keptUntil }));
 }
 
 export function decodeMember(kv: EtcdKeyValue): Member {
   const v = parse('a contender', kv);
-  if (typeof v.o !== 'string' || typeof v.i !== 'string' || !isInt(v.t) || !isIntOrNull(v.g)) {
+  if (
+    typeof v.o !== 'string' ||
+    typeof v.i !== 'string' ||
+    !isInt(v.t) ||
+    !isIntOrNull(v.g) ||
+    (v.k !== undefined && !isInt(v.k))
+  ) {
     throw bad('a contender', kv);
   }
-  return { owner: v.o, instance: v.i, ttl: v.t, takenAt: v.g };
+  const member = { owner: v.o, instance: v.i, ttl: v.t, takenAt: v.g };
+  return v.k === undefined ? member : { ...member, keptUntil: v.k };
 }
 
 export function encodeReleased(released: Released): Buffer {

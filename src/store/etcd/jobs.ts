@@ -1,6 +1,6 @@
 import { now } from '../../core/clock.js';
 import type * as Port from '../port.js';
-import type { Compare, EtcdClient, TxnRequest, TxnResponse } from './client.js';
+import type { Compare, EtcdClient, EtcdKeyValue, TxnRequest, TxnResponse } from './client.js';
 import {
   decodeClaim,
   decodeEnd,
@@ -17,7 +17,21 @@ import {
 import type { Contenders, Entry } from './contenders.js';
 import { isLeaseGone } from './errors.js';
 import { KeySpace, type LockKeys } from './keys.js';
-import { createdAt, emptyRange, firstOf, get, kvsAt, lastKeyOf, nested, put, rangeAt, remove, txnAt } from './ops.js';
+import {
+  createdAt,
+  emptyRange,
+  firstOf,
+  get,
+  kvsAt,
+  lastKeyOf,
+  nested,
+  noneAfter,
+  onLease,
+  put,
+  rangeAt,
+  remove,
+  txnAt,
+} from './ops.js';
 import { type Renewal, renewFor, Sessions } from './session.js';
 
 /**
@@ -26,7 +40,12 @@ import { type Renewal, renewFor, Sessions } from './session.js';
  * after the one claimed is recorded, and records the tick and a `running` run, all in one
  * transaction. Ticks are keys whose names sort as the ticks do, so "no later tick" is one range
  * compare and the older ones go in the same step. etcd keeps no clock: the claiming client's wall
- * clock stands in for the server's (the run's `startedAt`, the `clock-skew` check).
+ * clock stands in for the server's (the run's `startedAt`, the `clock-skew` check, lockAtLeastFor).
+ *
+ * A lock kept by lockAtLeastFor lives on a lease of whole seconds, which can outlast what is left of
+ * lockAtLeastFor by more than a period: its key records when lockAtLeastFor ends, and the claim of a
+ * later tick past that moment takes it over (deletes it in the claim's transaction) when nobody
+ * else is in line. See docs/etcd.md.
  */
 
 /** What the job steps use of the store. */
@@ -51,7 +70,7 @@ export async function claimTick(ctx: JobContext, name: string, q: Port.ClaimRequ
   const held = ctx.contenders.get(name, q.owner);
   if (held?.state === 'held') return { claimed: true, fence: held.revision, startedAt: held.member.takenAt ?? at };
   if (q.tick !== null && q.tick > at + q.clockTolerance) return { claimed: false, reason: 'clock-skew', now: at };
-  return claimOnce(ctx, name, keys, q, since, at, true);
+  return claimOnce(ctx, name, keys, q, since, at, true, undefined);
 }
 
 async function claimOnce(
@@ -62,13 +81,22 @@ async function claimOnce(
   since: number,
   at: number,
   retry: boolean,
+  kept: EtcdKeyValue | undefined,
 ): Promise<Port.ClaimReply> {
   const key = keys.member(q.owner);
   const session = await ctx.sessions.get(q.ttl);
   const renewal = renewFor(session, since, q.ttl);
   const member: Member = { owner: q.owner, instance: q.instance, ttl: q.ttl, takenAt: at };
-  const compare: Compare[] = [emptyRange(keys.queue)];
+  // Taking over a kept lock: it is still that kept grant (same key, same lease) and alone in line.
+  const compare: Compare[] = kept
+    ? [
+        createdAt(kept.key, revision(kept.create_revision, 'a kept lock')),
+        onLease(kept.key, kept.lease),
+        noneAfter(keys.queue, revision(kept.create_revision, 'a kept lock')),
+      ]
+    : [emptyRange(keys.queue)];
   const success = [
+    ...(kept ? [remove(kept.key)] : []),
     put(key, encodeMember(member), session.id),
     remove(keys.released),
     put(keys.run(q.owner), encodeClaim({ tick: q.tick, instance: q.instance, startedAt: at })),
@@ -83,7 +111,7 @@ async function claimOnce(
     response = await ctx.client.kv.txn({ compare, success, failure: [firstOf(keys.queue), lastKeyOf(keys.ticks)] });
   } catch (error) {
     if (!retry || !(await Sessions.recheck(error, [session]))) throw error;
-    return claimOnce(ctx, name, keys, q, since, at, false);
+    return claimOnce(ctx, name, keys, q, since, at, false, kept);
   }
   if (response.succeeded) {
     const fence = revision(response.header.revision, 'a claim');
@@ -105,7 +133,12 @@ async function claimOnce(
   if (q.tick !== null && lastTick && KeySpace.tick(lastTick.key) >= q.tick) {
     return { claimed: false, reason: 'already-ran', lastTick: KeySpace.tick(lastTick.key) };
   }
-  return { claimed: false, reason: 'locked', pttl: first ? decodeMember(first).ttl : 0 };
+  const holder = first ? decodeMember(first) : undefined;
+  // A later tick past what lockAtLeastFor asked for; the tick compare still keeps each tick to one run.
+  if (first && holder?.keptUntil !== undefined && holder.keptUntil <= at && q.tick !== null && kept === undefined) {
+    return claimOnce(ctx, name, keys, q, since, at, retry, first);
+  }
+  return { claimed: false, reason: 'locked', pttl: holder ? holder.ttl : 0 };
 }
 
 /** Drop the runs beyond the newest `limit` (a run's claim and end go together). */
@@ -169,8 +202,10 @@ function finishRequest(
     [put(keys.end(f.owner), encodeEnd(end))],
   );
   let lockOps = [remove(key)];
-  if (keep !== undefined && entry) lockOps = [put(key, encodeMember({ ...entry.member, ttl: remaining }), keep)];
-  else if (entry && marker) {
+  if (keep !== undefined && entry) {
+    const kept = { ...entry.member, ttl: remaining, keptUntil: f.startedAt + f.lockAtLeastFor };
+    lockOps = [put(key, encodeMember(kept), keep)];
+  } else if (entry && marker) {
     lockOps.push(put(keys.released, encodeReleased({ owner: f.owner, fence: f.fence }), entry.session.id));
   }
   const lock = nested([createdAt(key, f.fence)], lockOps, [firstOf(keys.queue), get(keys.released)]);

@@ -64,6 +64,17 @@ export function noneBefore(range: { start: Buffer; end: Buffer }, revision: numb
   };
 }
 
+/** Every key of the range was created at or before revision `revision`: none is newer. */
+export function noneAfter(range: { start: Buffer; end: Buffer }, revision: number): Compare {
+  return {
+    key: range.start,
+    range_end: range.end,
+    target: 'Create',
+    result: 'Less',
+    create_revision: String(revision + 1),
+  };
+}
+
 export function onLease(key: Buffer, lease: string): Compare {
   return { key, target: 'Lease', result: 'Equal', lease };
 }
