@@ -812,19 +812,23 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    * Leader election on the lock `name`: campaign (FIFO among the candidates of every instance), and
    * while this instance leads run `work` with a signal that aborts when leadership ends (the lease
    * lost, or stop()). A term lasts until the work settles, the lease is lost or stop() is called;
-   * the lock is then released, which hands leadership to the next candidate at once, and unless
-   * stopped this instance campaigns again. Options: `ttl` and `autoExtend` as for acquire.
+   * the lock is released once the work has settled (at most `stopTimeout` after its signal aborted;
+   * past it the lock is released anyway and `overran` is emitted), which hands leadership to the
+   * next candidate at once, and unless stopped this instance campaigns again once its work has
+   * settled. Options: `ttl`, `autoExtend` (as for acquire) and `stopTimeout`.
    */
   lead(name: string, work: (signal: AbortSignal, lock: Lock) => unknown, options?: LeadOptions): Leadership {
     validate.lockName(name);
     validate.fn(work, 'lead work');
     const o = this.#resolve(options, 'lead', false);
+    const stopTimeout = validate.optionalDuration(options?.stopTimeout, 'stopTimeout', 0, DEFAULTS.leadStopTimeout);
     const campaignWait = Math.max(this.#wait, 1);
     return new Leadership(
       {
         name,
         campaign: (signal) => this.#acquire(name, { ...o, wait: campaignWait, signal, reentrant: false }),
         retryDelay: DEFAULTS.resubscribeDelay,
+        stopTimeout,
         run: (lock, fn) => this.#reentrancy.run(lock, fn),
       },
       work,

@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DEFAULTS } from '../core/defaults.js';
 import { emitSafely } from '../core/emit.js';
 import { LockTimeoutError, RedisUnavailableError } from '../core/errors.js';
 import type { Lock } from '../core/lock.js';
@@ -46,8 +45,8 @@ export interface LeadershipPlan {
   campaign(signal: AbortSignal): Promise<Lock>;
   /** ms between campaigns after a backend failure. */
   readonly retryDelay: number;
-  /** ms a term's work may take to settle once its signal aborted before the lock is released anyway. Default DEFAULTS.leadStopTimeout. */
-  readonly stopTimeout?: number;
+  /** ms a term's work may take to settle once its signal aborted before the lock is released anyway. */
+  readonly stopTimeout: number;
   /** Run the leader's work inside the lock's context (reentrancy, scopes). */
   run<T>(lock: Lock, work: () => Promise<T>): Promise<T>;
 }
@@ -165,9 +164,8 @@ export class Leadership extends EventEmitter<LeadershipEvents> {
     if (!settled && (reason === 'lost' || reason === 'stopped')) {
       // Keep the lock (its watchdog still runs) until the work has settled, so the next leader's
       // work never starts beside it; bounded, so a work that ignores its signal cannot keep it.
-      const stopTimeout = plan.stopTimeout ?? DEFAULTS.leadStopTimeout;
-      if (!(await settles(ran, stopTimeout))) {
-        this.#emitSafely('overran', { ...base, reason, stopTimeout });
+      if (!(await settles(ran, plan.stopTimeout))) {
+        this.#emitSafely('overran', { ...base, reason, stopTimeout: plan.stopTimeout });
       }
     }
     this.#leading = undefined;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, Leadership, type LeadershipEvents, Leasehold, lockKeys } from '../../../src/index.js';
+import { DEFAULTS, type Leadership, type LeadershipEvents, Leasehold, lockKeys } from '../../../src/index.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';
 
@@ -22,23 +22,14 @@ describe('leadership: the next term starts only once the last one’s work has s
     return locks;
   }
 
-  /** What Leasehold.lead builds, with `stopTimeout` given to the term. */
+  /** `lead` with the term's options, stopped after the test. */
   function leadWith(
     locks: Leasehold,
     name: string,
     work: (signal: AbortSignal) => unknown,
     o: { ttl: number; stopTimeout: number },
   ): Leadership {
-    const leadership = new Leadership(
-      {
-        name,
-        campaign: (signal) => locks.acquire(name, { ttl: o.ttl, wait: DEFAULTS.wait, signal }),
-        retryDelay: DEFAULTS.resubscribeDelay,
-        stopTimeout: o.stopTimeout,
-        run: (_lock, fn) => fn(),
-      },
-      work,
-    );
+    const leadership = locks.lead(name, work, o);
     defer(() => leadership.stop());
     return leadership;
   }
