@@ -24,9 +24,9 @@ describe('the scheduler on etcd across processes', () => {
       job: 'rates',
       every: 500,
       lockAtMostFor: 3_000,
-      // etcd ends a kept lock on a lease of whole seconds (at least its minimum TTL), so a
-      // lockAtLeastFor shorter than the period would hold the next ticks off: none here.
-      lockAtLeastFor: 0,
+      // A later tick takes over a lock kept by lockAtLeastFor once that ran out, though etcd's
+      // lease (whole seconds) still holds it: every tick runs.
+      lockAtLeastFor: 200,
       taskMs: 30,
     });
     running.push(...workers);
