@@ -100,9 +100,31 @@ const REFUSED = new Set([
   'EPIPE',
 ]);
 
+/** ioredis's words for a command failed because its connection closed (or never opened). */
+const CLOSED = 'Connection is closed.';
+
+/**
+ * ioredis's Cluster and Sentinel clients lose the code of a refused connection: the node's or
+ * Sentinel's command fails with "Connection is closed." and they report, with that as the last
+ * error, that every startup node or every Sentinel failed (in the message only, for Sentinel).
+ */
+const NO_SENTINEL = /^All sentinels are unreachable\b.*\bLast error: (.*)$/s;
+const REFUSED_WORDS = new RegExp(`\\b(${[...REFUSED].join('|')})\\b`);
+
+function failedForGood(error: unknown): boolean {
+  return isRefusal(error) || (error instanceof Error && error.message === CLOSED);
+}
+
 export function isRefusal(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && REFUSED.has(code)) return true;
+  if (!(error instanceof Error)) return false;
+  const { lastNodeError, cause } = error as { lastNodeError?: unknown; cause?: unknown };
+  if (error.name === 'ClusterAllFailedError' && lastNodeError !== error && failedForGood(lastNodeError)) return true;
+  const sentinel = NO_SENTINEL.exec(error.message)?.[1];
+  if (sentinel !== undefined && (sentinel === CLOSED || REFUSED_WORDS.test(sentinel))) return true;
+  // node-redis's Sentinel client wraps a node's error ('Master Client (host:port): …', with it as cause).
+  if (cause !== undefined && cause !== error && isRefusal(cause)) return true;
   return error instanceof AggregateError && error.errors.some(isRefusal);
 }
 
@@ -120,6 +142,20 @@ export interface ClientConnectionOptions {
   readonly onError: (error: unknown) => void;
   /** What the adapter does with a connection error of the client, besides remembering it. */
   readonly onConnectionError?: (error: unknown) => void;
+  /**
+   * True while a call may go to the client at once: it is ready, or it would not queue the call
+   * anyway (closed for good, or told by its owner not to queue while disconnected).
+   */
+  readonly flowing: () => boolean;
+  /** Start the connection of a client that connects on its first command (ioredis `lazyConnect`). */
+  readonly start?: () => void;
+}
+
+/** A call made while the client was not ready, kept until it is (or says it cannot be reached). */
+interface Held {
+  readonly send: () => Promise<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
 }
 
 /**
@@ -134,31 +170,81 @@ export abstract class ClientConnection {
   #lastError: unknown;
   /** A connection error since the client was last ready: calls made now only wait for a reconnection. */
   #failed = false;
+  readonly #flowing: () => boolean;
+  readonly #start: (() => void) | undefined;
+  /** Calls made while the client was not ready, in the order they were made. */
+  #held: Held[] = [];
   readonly #dispose: () => void;
 
   constructor(client: EventSource, options: ClientConnectionOptions) {
     this.cluster = options.cluster;
     this.address = options.address;
     this.onError = options.onError;
+    this.#flowing = options.flowing;
+    this.#start = options.start;
     const onError = (error: unknown) => {
       this.#lastError = error;
       this.#failed = true;
       options.onConnectionError?.(error);
+      // Refused: the held calls fail now rather than at commandTimeout, never having been sent. Any
+      // other failure (a timeout, an authentication error) is the client's to handle, as before;
+      // what is not an Error (node-redis's Sentinel reports some in words) only informs.
+      if (isRefusal(error)) this.#settleHeld((held) => held.reject(error));
+      else if (error instanceof Error) this.#sendHeld();
     };
     const onReady = () => {
       this.#failed = false;
+      this.#sendHeld();
     };
+    // Closed for good (ioredis 'end'): the client rejects what it is given.
+    const onEnd = () => this.#sendHeld();
     client.on('error', onError as (...args: never[]) => void);
     client.on('ready', onReady as (...args: never[]) => void);
+    client.on('end', onEnd as (...args: never[]) => void);
     this.#dispose = () => {
       client.off('error', onError as (...args: never[]) => void);
       client.off('ready', onReady as (...args: never[]) => void);
+      client.off('end', onEnd as (...args: never[]) => void);
+      this.#sendHeld();
     };
   }
 
   /** Take off the listeners this connection put on the client (the client stays the caller's). */
   dispose(): void {
     this.#dispose();
+  }
+
+  /**
+   * Run `send` (one command to the client) now if the client is ready; else keep it until the
+   * client is ready (then sent in the order made) or reports a refused connection (then rejected
+   * with the client's error, never sent). Handed to the client's own offline queue, a call would
+   * wait there for the whole commandTimeout while the client retries a port nobody listens on;
+   * and one rejected from there would still run on the reconnection, taking a lock nobody holds.
+   */
+  protected admit<T>(send: () => Promise<T>): Promise<T> {
+    if (this.#held.length === 0 && this.#flowing()) return send();
+    this.#start?.();
+    return new Promise<T>((resolve, reject) => {
+      this.#held.push({ send, resolve: resolve as (value: unknown) => void, reject });
+    });
+  }
+
+  #settleHeld(settle: (held: Held) => void): void {
+    if (this.#held.length === 0) return;
+    for (const held of this.#held.splice(0)) settle(held);
+  }
+
+  /** Hand every held call to the client, in order: it sends them, or queues and fails them by its own rules. */
+  #sendHeld(): void {
+    this.#settleHeld((held) => {
+      let sent: Promise<unknown>;
+      try {
+        sent = held.send();
+      } catch (error) {
+        sent = Promise.reject(error);
+      }
+      sent.then(held.resolve, held.reject);
+    });
   }
 
   /** The last connection error while the client has not been ready since, else undefined. */

@@ -21,6 +21,7 @@ export interface IORedisLike {
   off(event: string, listener: (...args: never[]) => void): unknown;
   listenerCount(event: string): number;
   disconnect(): void;
+  connect?(): Promise<unknown>;
 }
 
 /** The socket of a standalone or Sentinel ioredis client (a `net.Socket` or `tls.TLSSocket`). */
@@ -92,22 +93,34 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
           console.error('[ioredis] Unhandled error event:', error instanceof Error ? error.stack : error);
         }
       },
+      flowing: () => {
+        const status = client.status;
+        if (status === 'ready' || status === 'end') return true;
+        return (client.options as { enableOfflineQueue?: unknown } | undefined)?.enableOfflineQueue === false;
+      },
+      start: () => {
+        if (client.status === 'wait') client.connect?.().catch(() => undefined);
+      },
     });
     this.#client = client;
   }
 
   evalsha(sha: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    this.#batch();
-    return this.#client.evalsha(sha, keys.length, ...keys, ...args);
+    return this.admit(() => {
+      this.#batch();
+      return this.#client.evalsha(sha, keys.length, ...keys, ...args);
+    });
   }
 
   eval(source: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    return this.#client.eval(source, keys.length, ...keys, ...args);
+    return this.admit(() => this.#client.eval(source, keys.length, ...keys, ...args));
   }
 
   fcall(fn: string, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
-    this.#batch();
-    return this.#client.fcall(fn, keys.length, ...keys, ...args);
+    return this.admit(() => {
+      this.#batch();
+      return this.#client.fcall(fn, keys.length, ...keys, ...args);
+    });
   }
 
   /**
@@ -144,7 +157,11 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
     (this.#client as { refreshSlotsCache?(callback?: (error?: unknown) => void): void }).refreshSlotsCache?.(() => {});
   }
 
-  async alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
+  alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
+    return this.admit(() => this.#alongside(key, args));
+  }
+
+  async #alongside(key: string, args: readonly (string | number)[]): Promise<unknown> {
     const [command, ...rest] = args.map(String) as [string, ...string[]];
     if (!this.cluster) return this.#client.call(command, ...rest);
     // A keyless command goes to a random node of a cluster; in a pipeline with a read of `key` it
@@ -162,7 +179,7 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
   async loadFunctions(source: string): Promise<void> {
     const load = (node: IORedisLike) => node.call('FUNCTION', 'LOAD', 'REPLACE', source);
     if (!this.cluster) {
-      await load(this.#client);
+      await this.admit(() => load(this.#client));
       return;
     }
     const masters = (this.#client as IORedisClusterLike).nodes('master');
@@ -171,14 +188,14 @@ export class IORedisConnection extends ClientConnection implements RedisConnecti
   }
 
   async serverMajorVersion(): Promise<number> {
-    return majorFromInfo(await this.#client.info('server'));
+    return majorFromInfo(await this.admit(() => this.#client.info('server')));
   }
 
   async infoOfMasters(section: string): Promise<string[]> {
-    if (!this.cluster) return [await this.#client.info(section)];
+    if (!this.cluster) return [await this.admit(() => this.#client.info(section))];
     const cluster = this.#client as IORedisClusterLike;
     // A cluster client knows its masters once it has loaded the slots: one command waits for that.
-    const first = cluster.nodes('master').length === 0 ? await cluster.info(section) : undefined;
+    const first = cluster.nodes('master').length === 0 ? await this.admit(() => cluster.info(section)) : undefined;
     const masters = cluster.nodes('master');
     if (masters.length === 0 && first !== undefined) return [first];
     return Promise.all(masters.map((node) => node.info(section)));

@@ -54,7 +54,8 @@ function isSentinel(client: NodeRedisLike): client is NodeRedisSentinelLike {
 
 /** 'host:port' of a client, or the root nodes of a cluster, for messages. */
 function addressOf(client: NodeRedisLike): string {
-  const o = (client.options ?? {}) as {
+  // A cluster client keeps its options as `_options`.
+  const o = (client.options ?? (client as { _options?: unknown })._options ?? {}) as {
     url?: unknown;
     socket?: { host?: unknown; port?: unknown; path?: unknown };
     rootNodes?: readonly { url?: unknown; socket?: { host?: unknown; port?: unknown } }[];
@@ -81,7 +82,18 @@ export class NodeRedisConnection extends ClientConnection implements RedisConnec
 
   constructor(client: NodeRedisLike, onError: (error: unknown) => void) {
     // node-redis requires its user to listen for 'error'; ours only remembers the last one.
-    super(client, { cluster: isCluster(client), address: addressOf(client), onError });
+    super(client, {
+      cluster: isCluster(client),
+      address: addressOf(client),
+      onError,
+      // Not open: the client rejects at once (ClientClosedError). A cluster client has no isReady;
+      // a Sentinel client emits no 'ready' to send held calls on, so its calls are never held.
+      flowing: () =>
+        !client.isOpen ||
+        isSentinel(client) ||
+        client.isReady !== false ||
+        (client.options as { disableOfflineQueue?: unknown } | undefined)?.disableOfflineQueue === true,
+    });
     this.#client = client;
   }
 
@@ -104,6 +116,10 @@ export class NodeRedisConnection extends ClientConnection implements RedisConnec
   }
 
   #send(firstKey: string | undefined, args: string[]): Promise<unknown> {
+    return this.admit(() => this.#sendNow(firstKey, args));
+  }
+
+  #sendNow(firstKey: string | undefined, args: string[]): Promise<unknown> {
     const client = this.#client;
     if (isCluster(client)) return client.sendCommand(firstKey, false, args);
     if (isSentinel(client)) return client.sendCommand(false, args);
