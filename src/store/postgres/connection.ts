@@ -1,4 +1,4 @@
-import { describeError, ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { describeError, ErrorCode, invalidArgument, LockError, RedisUnavailableError } from '../../core/errors.js';
 
 /**
  * A pg `Pool` (`new pg.Pool(…)`). Structural, so pg stays an optional peer: these are the members
@@ -45,6 +45,42 @@ export interface PgPool {
   query(config: { text: string; values?: readonly unknown[] }): Promise<{ rows: Row[] }>;
   connect(): Promise<PgClient>;
   readonly options?: Readonly<Record<string, unknown>>;
+  /** The Client class the pool makes its connections with (pg-pool). */
+  readonly Client?: unknown;
+}
+
+/** A pg Client the store makes, connects and ends itself: its listening connection. */
+export interface PgSessionClient extends PgClient {
+  connect(): Promise<unknown>;
+  end(): Promise<unknown>;
+}
+
+/**
+ * How to make a connection as the pool makes its own: pg-pool keeps its Client class (pg's, or
+ * the one given in its options) as `Client` and its settings as `options`, and opens each
+ * connection with `new Client(options)`. Undefined for a pool that shows neither.
+ */
+export function sessionClientOf(pool: PgPool): (() => PgSessionClient) | undefined {
+  const { Client, options } = pool;
+  if (typeof Client !== 'function' || options === undefined) return undefined;
+  return () => new (Client as new (settings: unknown) => PgSessionClient)(options);
+}
+
+/**
+ * A pool that must also lend the listening session (one that cannot make a connection of its own,
+ * see sessionClientOf) needs a second connection for the statements: a release on a pool of one,
+ * whose connection a waiter's LISTEN holds, would wait for it for ever.
+ */
+export function checkListenPool(db: PgBackend, listen: PgBackend): void {
+  if (db !== listen || !isPgPool(db)) return;
+  const pool = db as unknown as PgPool;
+  if (sessionClientOf(pool) !== undefined) return;
+  const max = pool.options?.max;
+  if (typeof max === 'number' && max < 2) {
+    throw invalidArgument(
+      `a pg Pool that cannot open a connection of its own for LISTEN (it has no Client class) must have max ≥ 2, one for the statements while a waiter listens, got max ${max}; or give \`listen\` a connection of its own`,
+    );
+  }
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -1,6 +1,14 @@
 import { DEFAULTS } from '../../core/defaults.js';
 import type { LockError } from '../../core/errors.js';
-import { isPgPool, type PgBackend, type PgClient, type PgNotification, type PgPool } from './connection.js';
+import {
+  isPgPool,
+  type PgBackend,
+  type PgClient,
+  type PgNotification,
+  type PgPool,
+  type PgSessionClient,
+  sessionClientOf,
+} from './connection.js';
 import { quoteIdentifier } from './schema.js';
 
 /**
@@ -35,15 +43,146 @@ export interface ListenerOptions {
   readonly describe: (action: string, error: unknown) => LockError;
 }
 
+/** Where the listening session comes from, and where it goes when nobody listens. */
+interface Sessions {
+  /** The session is ours: its 'error' or 'end' means it is lost, and it is opened again. */
+  readonly owned: boolean;
+  open(): Promise<PgClient>;
+  /** Nobody listens: the session (with nothing LISTENed left on it) is put aside. */
+  idle(client: PgClient): Promise<void>;
+  /** Let go of the session at once: it failed, or the store closes. */
+  drop(client: PgClient, error: unknown): void;
+  /** The store closes: whatever was put aside goes too. */
+  close(): void;
+}
+
+/** The caller's client: its own session, never ended here. */
+function callerClient(client: PgClient): Sessions {
+  return {
+    owned: false,
+    open: async () => client,
+    idle: async () => undefined,
+    drop: () => undefined,
+    close: () => undefined,
+  };
+}
+
+/** Ignores an ended client's last words: a pg Client with no 'error' listener would throw them. */
+const ignore = (): void => undefined;
+
 /**
- * The one listening connection of a store. On a pool it is a session checked out of the pool
- * while anyone listens (given back, with nothing LISTENed, when the last one stops), re-opened
- * with every channel LISTENed again when the server drops it. On a client it is that client's own
- * session (the caller's: never ended here). Every step runs in turn, so a LISTEN, an UNLISTEN and
- * the session's hand-back never overtake one another.
+ * A connection of its own, made from a pool's settings (the pool's Client class and options) and
+ * outside its budget: a session checked out of the pool would starve the lock's own statements of
+ * a small pool (one of one connection: the release could never run). Put aside when nobody listens
+ * and ended after the pool's `idleTimeoutMillis`, as the pool does with its idle connections.
+ */
+function ownConnection(pool: PgPool, make: () => PgSessionClient): Sessions {
+  let spare: PgSessionClient | undefined;
+  let reap: ReturnType<typeof setTimeout> | undefined;
+  let closed = false;
+  const end = (client: PgSessionClient) => {
+    client.end().catch(ignore);
+  };
+  const unspare = () => {
+    clearTimeout(reap);
+    reap = undefined;
+    const kept = spare;
+    spare = undefined;
+    return kept;
+  };
+  return {
+    owned: true,
+    open: async () => {
+      const kept = unspare();
+      if (kept) return kept;
+      const client = make();
+      client.on('error', ignore);
+      // A spare that dies meanwhile is not handed out again.
+      client.on('end', () => {
+        if (spare === client) unspare();
+      });
+      try {
+        await client.connect();
+      } catch (error) {
+        end(client);
+        throw error;
+      }
+      if (closed) {
+        end(client);
+        throw new Error('the store is closed');
+      }
+      return client;
+    },
+    idle: async (client) => {
+      const own = client as PgSessionClient;
+      try {
+        await own.query({ text: 'UNLISTEN *' });
+      } catch {
+        end(own);
+        return;
+      }
+      // Kept as the pool keeps an idle connection: for idleTimeoutMillis (0: until close), and not
+      // at all for a pool that lets the process exit while idle.
+      const options = pool.options ?? {};
+      const linger = options.idleTimeoutMillis;
+      if (closed || options.allowExitOnIdle === true || typeof linger !== 'number' || linger < 0) {
+        end(own);
+        return;
+      }
+      const previous = unspare();
+      if (previous !== undefined && previous !== own) end(previous);
+      spare = own;
+      if (linger === 0) return;
+      reap = setTimeout(() => {
+        const kept = unspare();
+        if (kept) end(kept);
+      }, linger);
+      reap.unref?.();
+    },
+    drop: (client) => end(client as PgSessionClient),
+    close: () => {
+      closed = true;
+      const kept = unspare();
+      if (kept) end(kept);
+    },
+  };
+}
+
+/** A session checked out of a pool while anyone listens, given back with nothing LISTENed. */
+function checkedOut(pool: PgPool): Sessions {
+  return {
+    owned: true,
+    open: () => pool.connect(),
+    idle: async (client) => {
+      // A session goes back to the pool listening to nothing; one that cannot say so is destroyed.
+      try {
+        await client.query({ text: 'UNLISTEN *' });
+        client.release?.();
+      } catch (error) {
+        client.release?.(error);
+      }
+    },
+    drop: (client, error) => client.release?.(error),
+    close: () => undefined,
+  };
+}
+
+function sessionsOf(source: PgBackend): Sessions {
+  if (!isPgPool(source)) return callerClient(source as unknown as PgClient);
+  const pool = source as unknown as PgPool;
+  const make = sessionClientOf(pool);
+  return make ? ownConnection(pool, make) : checkedOut(pool);
+}
+
+/**
+ * The one listening connection of a store. On a pool it is a connection of its own, made from the
+ * pool's settings while anyone listens (a pool without them, not pg's: a session checked out of
+ * it), opened again with every channel LISTENed again when the server drops it. On a client it is
+ * that client's own session (the caller's: never ended here). Every step runs in turn, so a
+ * LISTEN, an UNLISTEN and the session's hand-back never overtake one another.
  */
 export class Listener {
-  readonly #source: PgBackend;
+  readonly #sessions: Sessions;
   readonly #options: ListenerOptions;
   /** The session now, once opened. */
   #client: PgClient | undefined;
@@ -57,13 +196,13 @@ export class Listener {
   readonly #onLost = (error?: Error) => this.#lost(error ?? new Error('the listening connection ended'));
 
   constructor(source: PgBackend, options: ListenerOptions) {
-    this.#source = source;
+    this.#sessions = sessionsOf(source);
     this.#options = options;
   }
 
-  /** The session is a pool's, so ours to give back; else the caller's client. */
+  /** The session is ours to end or give back; else the caller's client. */
   get #owned(): boolean {
-    return isPgPool(this.#source);
+    return this.#sessions.owned;
   }
 
   #run<T>(step: () => Promise<T>): Promise<T> {
@@ -90,7 +229,7 @@ export class Listener {
     });
   }
 
-  /** Nobody listens any more: give the session back (on a pool), or stop hearing the client's notifications. */
+  /** Nobody listens any more: put the session aside (ours), or stop hearing the client's notifications. */
   idle(): void {
     this.#run(async () => {
       if (this.#channels.size === 0) await this.#detach();
@@ -98,13 +237,14 @@ export class Listener {
   }
 
   /**
-   * Stop listening at once, without waiting behind a step in progress (a pool that cannot connect
-   * to a frozen server would hold it up): a pool's session is destroyed, so nothing it LISTENed
-   * survives into the pool; on the caller's client this store's channels are UNLISTENed.
+   * Stop listening at once, without waiting behind a step in progress (a connection to a frozen
+   * server would hold it up): a session of ours is ended, so nothing it LISTENed survives; on the
+   * caller's client this store's channels are UNLISTENed.
    */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#restore);
+    this.#sessions.close();
     const channels = [...this.#channels];
     this.#channels.clear();
     for (const channel of channels) count(LISTENING, channel, -1);
@@ -114,7 +254,7 @@ export class Listener {
     this.#unhook(client);
     if (this.#owned) {
       LISTENS.delete(client);
-      client.release?.(true);
+      this.#sessions.drop(client, true);
       return;
     }
     for (const channel of channels) this.#unlistenOn(client, channel).catch(() => undefined);
@@ -123,11 +263,9 @@ export class Listener {
   async #session(): Promise<PgClient> {
     if (this.#client) return this.#client;
     if (this.#closed) throw this.#options.describe('LISTEN', new Error('the store is closed'));
-    const client = this.#owned
-      ? await (this.#source as unknown as PgPool).connect()
-      : (this.#source as unknown as PgClient);
+    const client = await this.#sessions.open();
     if (this.#closed) {
-      if (this.#owned) client.release?.(true);
+      this.#sessions.drop(client, true);
       throw this.#options.describe('LISTEN', new Error('the store is closed'));
     }
     client.on('notification', this.#onNotification);
@@ -169,24 +307,18 @@ export class Listener {
     this.#client = undefined;
     this.#unhook(client);
     if (!this.#owned) return;
-    // A session goes back to the pool listening to nothing; one that cannot say so is destroyed.
-    try {
-      await client.query({ text: 'UNLISTEN *' });
-      client.release?.();
-    } catch (error) {
-      client.release?.(error);
-    }
     LISTENS.delete(client);
+    await this.#sessions.idle(client);
   }
 
-  /** The pool's session died (the server restarted, the connection was cut): open another, LISTEN again. */
+  /** Our session died (the server restarted, the connection was cut): open another, LISTEN again. */
   #lost(error: Error): void {
     const client = this.#client;
     if (!client) return;
     this.#client = undefined;
     this.#unhook(client);
     LISTENS.delete(client);
-    client.release?.(error);
+    this.#sessions.drop(client, error);
     this.#options.onError(this.#options.describe('LISTEN', error));
     this.#scheduleRestore();
   }
@@ -208,7 +340,7 @@ export class Listener {
           this.#client = undefined;
           this.#unhook(client);
           LISTENS.delete(client);
-          client.release?.(e);
+          this.#sessions.drop(client, e);
         }
         this.#restoreDelay = Math.min(this.#restoreDelay * 2, DEFAULTS.maxPark);
         this.#scheduleRestore();

@@ -3,7 +3,15 @@ import { ChannelHub } from '../channel-hub.js';
 import { globMatcher } from '../memory/glob.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
-import { addressOf, isUnavailable, type PgBackend, type PgPool, type Row, storeError } from './connection.js';
+import {
+  addressOf,
+  checkListenPool,
+  isUnavailable,
+  type PgBackend,
+  type PgPool,
+  type Row,
+  storeError,
+} from './connection.js';
 import { Listener } from './listener.js';
 import { channelOf, decodeHandOff, Reply, type Statements, statements } from './queries.js';
 import { migrationSql, SCHEMA_VERSION, type SchemaNames, schemaNames } from './schema.js';
@@ -14,9 +22,10 @@ export interface PostgresStoreOptions {
   /** Where background failures go (the listening connection). */
   readonly onError?: ((error: unknown) => void) | undefined;
   /**
-   * Where to LISTEN for hand-offs: a pool (one session is checked out while anyone waits) or a
-   * client (its own session). Default: the backend itself. Behind PgBouncer in transaction mode,
-   * give a direct connection here: LISTEN needs a session of its own.
+   * Where to LISTEN for hand-offs: a pool (a connection of the store's own is made from its
+   * settings while anyone waits, outside the pool) or a client (its own session). Default: the
+   * backend itself. Behind PgBouncer in transaction mode, give a direct connection here: LISTEN
+   * needs a session of its own.
    */
   readonly listen?: PgBackend | undefined;
   /** Apply the migration on first use (checked with one read, run only when missing). Default true. */
@@ -71,6 +80,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     this.#migrate = migrate;
     this.#onError = onError;
     this.#listenOn = listen ?? db;
+    checkListenPool(db, this.#listenOn);
     this.address = addressOf(db);
   }
 
