@@ -96,7 +96,7 @@ export class MemoryStore implements Store, SharedStore {
         if (r.queue) lock.enqueue(r.owner, r.waiterLease);
         return { acquired: false, pttl: left(blocker) };
       }
-      if (r.queue === 'member') lock.unqueue(r.owner);
+      if (r.queue === 'member') lock.granted(r.owner);
       return { acquired: true, fence: lock.grant(r.owner, r.ttl, r.minFence ?? 0, r.instance, r.fenceRetention) };
     });
   }

@@ -29,7 +29,7 @@ export interface SharedHold {
 
 /** A queued waiter: its liveness deadline, and its kind: '' for a waiter of the lock itself, '^<limit>' for a shared one. */
 interface Waiting {
-  readonly deadline: number;
+  deadline: number;
   readonly kind: string;
 }
 
@@ -210,6 +210,15 @@ export class LockRecord {
     this.#waiters.delete(owner);
   }
 
+  /**
+   * A queued waiter was granted the lock: it leaves the queue, and so do the dead at its head
+   * (named by a hand-off before it, they never came), so no later hand-off names them.
+   */
+  granted(owner: string): void {
+    this.#waiters.delete(owner);
+    this.#firstLive(false);
+  }
+
   /** The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too. */
   #firstLive(pop: boolean): Live | null {
     for (const [owner, { deadline, kind }] of this.#waiters) {
@@ -232,6 +241,19 @@ export class LockRecord {
     return woken;
   }
 
+  /**
+   * Keep the waiters a hand-off names next to their turn (lua/lib/hand-on.lua's summon): the i-th
+   * retries i reservations after the message, so its deadline comes to i + 1 reservations; one
+   * that never comes is dead then, and dropped where it is met.
+   */
+  summon(next: readonly string[], reservation: number): void {
+    next.forEach((owner, i) => {
+      const waiting = this.#waiters.get(owner);
+      const by = now() + (i + 2) * reservation;
+      if (waiting && waiting.deadline > by) waiting.deadline = by;
+    });
+  }
+
   /** Up to three live waiters at the head of the queue. */
   following(): string[] {
     const first = this.#firstLive(false);
@@ -249,18 +271,38 @@ export class LockRecord {
   }
 
   /**
-   * Whether a live exclusive waiter is queued ahead of `owner` (or at all, for an owner not
-   * queued), looking at the first 16 waiters; a longer queue without `owner` among them counts as
-   * one (lua/lib/shared.lua's exclusive_ahead).
+   * The first live exclusive waiter queued ahead of `owner` (or at all, for an owner not queued),
+   * dropping dead ones met on the way; looking at the first 16 waiters, a longer queue without
+   * `owner` among them counts as one (''); null when none (lua/lib/shared.lua's exclusive_ahead).
    */
-  exclusiveAhead(owner: string): boolean {
+  exclusiveAhead(owner: string): string | null {
     const first = [...this.#waiters].slice(0, 16);
     const at = now();
     for (const [w, { deadline, kind }] of first) {
-      if (w === owner) return false;
-      if (deadline >= at && kind === '') return true;
+      if (w === owner) return null;
+      if (deadline < at) this.#waiters.delete(w);
+      else if (kind === '') return w;
     }
-    return first.length === 16;
+    return first.length === 16 ? '' : null;
+  }
+
+  /**
+   * Ask exclusive waiter `owner` (its liveness renewed for `lease` ms by each of its tries), which
+   * keeps a shared request out, whether it is alive: unless it tried within the last `reservation`
+   * ms or was asked already, its deadline comes to one reservation from now, and a hand-off naming
+   * it wakes it, so a live one tries again (renewing it) and a dead one lapses
+   * (lua/lib/shared.lua's challenge). Returns ms after which the request is worth trying again.
+   */
+  challenge(owner: string, reservation: number, lease: number): number {
+    const waiting = this.#waiters.get(owner);
+    if (!waiting) return 0;
+    const at = now();
+    if (waiting.deadline <= at + reservation) return Math.max(0, Math.ceil(waiting.deadline - at));
+    const tried = waiting.deadline - lease;
+    if (tried > at - reservation) return Math.ceil(Math.min(reservation, tried + reservation - at));
+    waiting.deadline = at + reservation;
+    this.tell([owner], []);
+    return reservation;
   }
 
   /**
@@ -284,6 +326,7 @@ export class LockRecord {
     const next = this.following();
     this.#lease = undefined;
     this.#reservation = { owner: woken.join(' '), expiresAt: now() + reservation, flagged: next.length > 0 };
+    this.summon(next, reservation);
     this.tell(woken, next);
     return head.owner;
   }

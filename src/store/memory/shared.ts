@@ -56,7 +56,11 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
     const limit = Number(mark.owner.slice(1));
     const woken = lock.popKind(mark.owner, limit === 0 ? MAX_ADMITTED : limit - used);
     for (const owner of woken) lock.holds.set(owner, { expiresAt: now() + handOn.reservation, grant: null });
-    if (woken.length > 0) lock.tell(woken, lock.following());
+    if (woken.length > 0) {
+      const next = lock.following();
+      lock.summon(next, handOn.reservation);
+      lock.tell(woken, next);
+    }
   }
   stretch(lock, mark);
 }
@@ -69,7 +73,7 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
   const take = (mark: Lease): SharedAcquireReply => {
     const grant = lock.issue(0, r.instance, r.fenceRetention);
     lock.holds.set(r.owner, { expiresAt: now() + r.ttl, grant });
-    if (r.queue === 'member') lock.unqueue(r.owner);
+    if (r.queue === 'member') lock.granted(r.owner);
     stretch(lock, mark);
     return { acquired: true, fence: grant.token };
   };
@@ -88,8 +92,11 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
       return mine.grant ? { acquired: true, fence: mine.grant.token } : take(held);
     }
     prune(lock);
-    if ((r.limit === 0 || inUse(lock) < r.limit) && !lock.exclusiveAhead(r.owner)) return take(held);
-    if (r.limit > 0) {
+    const writer = r.limit === 0 || inUse(lock) < r.limit ? lock.exclusiveAhead(r.owner) : undefined;
+    if (writer === null) return take(held);
+    if (writer) {
+      wait = lock.challenge(writer, r.handOn.reservation, r.waiterLease);
+    } else if (r.limit > 0) {
       const first = Math.min(...[...lock.holds.values()].map((h) => h.expiresAt));
       if (Number.isFinite(first)) wait = Math.max(0, Math.ceil(first - now()));
     }
@@ -102,7 +109,7 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     }
     return take(mark);
   } else if (!held && !reserved) {
-    if (!lock.exclusiveAhead(r.owner)) return take(fresh(now() + r.ttl, false));
+    if (lock.exclusiveAhead(r.owner) === null) return take(fresh(now() + r.ttl, false));
     // Free, with an exclusive waiter ahead: it gets the lock, as from a release.
     lock.handOn(r.handOn);
     const handed = lock.reservation;

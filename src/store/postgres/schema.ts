@@ -19,7 +19,7 @@ import { invalidArgument } from '../../core/errors.js';
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 1';
+export const SCHEMA_VERSION = 'leasehold postgres schema 2';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -173,7 +173,9 @@ BEGIN
 END`,
     ),
     // Free the lock and hand it to the first live waiter (dead ones are dropped): reserve it for
-    // that waiter, and NOTIFY '<woken> <next> [<then> <then>]' (delivered on commit). Nobody to
+    // that waiter, and NOTIFY '<woken> <next> [<then> <then>]' (delivered on commit). The i-th
+    // waiter named next retries i reservations later: its liveness ends i + 1 reservations from
+    // now unless it tries again, so one that died is dropped then, never named again. Nobody to
     // wake: just free it, announcing '' only when asked. Returns the waiter woken, or NULL.
     fn(
       n.fn.handOn,
@@ -192,6 +194,9 @@ BEGIN
   DELETE FROM ${waiters} WHERE name = p_name AND owner = woken;
   SELECT coalesce(array_agg(owner ORDER BY arrival), '{}') INTO later
     FROM (SELECT owner, arrival FROM ${waiters} WHERE name = p_name ORDER BY arrival LIMIT 3) w;
+  UPDATE ${waiters} w SET alive_until = t + (l.i + 1) * p_reservation * ${MS}
+    FROM unnest(later) WITH ORDINALITY AS l(owner, i)
+    WHERE w.name = p_name AND w.owner = l.owner AND w.alive_until > t + (l.i + 1) * p_reservation * ${MS};
   UPDATE ${locks} SET owner = woken, reserved = true, flagged = cardinality(later) > 0,
     expires_at = t + p_reservation * ${MS}, retain_until = greatest(retain_until, t + p_reservation * ${MS})
     WHERE name = p_name;
@@ -229,7 +234,8 @@ END`,
     // Take the lock if free or reserved for p_owner, with the next token from the sequence; a lock
     // p_owner holds already answers with that grant's token. Refused: queue the caller when it
     // will wait (p_queue 1: a first attempt, 2: already queued, which leaves the queue on
-    // success), renewing its liveness, and flag the lease so its release hands it on.
+    // success, and drops the dead waiters a hand-off named before it), renewing its liveness, and
+    // flag the lease so its release hands it on.
     // Returns (true, token) or (false, ms the holder's lease or the reservation has left).
     fn(
       n.fn.acquire,
@@ -261,7 +267,7 @@ BEGIN
     fence_until = t + p_retention * ${MS},
     retain_until = greatest(retain_until, t + p_ttl * ${MS}, t + p_retention * ${MS})
     WHERE name = p_name;
-  IF p_queue = 2 THEN DELETE FROM ${waiters} WHERE name = p_name AND owner = p_owner; END IF;
+  IF p_queue = 2 THEN DELETE FROM ${waiters} WHERE name = p_name AND (owner = p_owner OR alive_until < t); END IF;
   acquired := true; value := token;
 END`,
     ),

@@ -13,7 +13,7 @@ import {
 } from './connection.js';
 import { infoField } from './info.js';
 import { lockKeys, nameFromLockKey } from './keys.js';
-import { decodeHandOff } from './replies.js';
+import { decodeHandOff, isChallenge } from './replies.js';
 import { ScriptRunner } from './run-script.js';
 import { SCRIPTS, type ScriptCall } from './scripts.js';
 
@@ -303,9 +303,12 @@ export class RedisStore
     const sharded = (await this.#publishCommand()) === 'SPUBLISH';
     if (this.#hub) return this.#hub;
     // Each message is decoded once, however many waiters of this instance hear it. One that names
-    // waiters may have been delivered from a release's reply already (see release).
+    // waiters may have been delivered from a release's reply already (see release); a challenge
+    // never is, and the same one may come again at once, so each is delivered.
     const subscriber = this.#connection.openSubscriber(sharded, (ch, message) =>
-      message === '' ? hub.deliver(ch, decodeHandOff(message)) : hub.deliverOnce(ch, message, decodeHandOff),
+      message === '' || isChallenge(message)
+        ? hub.deliver(ch, decodeHandOff(message))
+        : hub.deliverOnce(ch, message, decodeHandOff),
     );
     this.#subscriber = subscriber;
     // The subscriber connection lives only while someone waits: an idle one would keep the

@@ -137,12 +137,19 @@ export function storedRun(member: unknown): StoredRun {
 
 const ANYONE: HandOff = Object.freeze({ woken: null, next: Object.freeze([]) as readonly string[] });
 
+/** Whether a channel message asks a waiter whether it is alive ('?<waiter>', lib/shared.lua's challenge). */
+export function isChallenge(message: string): boolean {
+  return message.startsWith('?');
+}
+
 /**
  * A hand-off as lib/hand-on.lua publishes it: '<woken> <next> [<then> <then>]', or '' for a lock
- * announced to any waiter. Owner tokens are base64url, so a space never occurs inside one.
+ * announced to any waiter. Owner tokens are base64url, so a space never occurs inside one. A
+ * challenge ('?<waiter>') wakes the waiter it names, as a hand-off naming it does: it tries again,
+ * which tells the server it is alive.
  */
 export function decodeHandOff(message: string): HandOff {
   if (message === '') return ANYONE;
-  const [woken, ...next] = message.split(' ');
+  const [woken, ...next] = (isChallenge(message) ? message.slice(1) : message).split(' ');
   return { woken: woken as string, next };
 }

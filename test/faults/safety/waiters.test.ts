@@ -37,6 +37,22 @@ describe('dead and departing waiters', () => {
     await doomed.kill9();
   }
 
+  /**
+   * `count` waiters, each in a process of its own, queued one after another (the processes start
+   * together first, so the last queues soon after the first), then all killed with kill -9.
+   */
+  async function deadWaiters(prefix: string, name: string, count: number): Promise<void> {
+    const doomed = await Promise.all(Array.from({ length: count }, () => Holder.start(redis.server.url, prefix)));
+    for (const d of doomed) defer(() => d.kill9());
+    for (const d of doomed) {
+      const before = await queued(prefix, name);
+      d.send({ cmd: 'wait', name, ttl: 10_000, wait: 60_000 });
+      expect((await d.next()).event).toBe('waiting');
+      await waitFor(async () => (await queued(prefix, name)) === before + 1, { message: 'a doomed waiter queued' });
+    }
+    await Promise.all(doomed.map((d) => d.kill9()));
+  }
+
   it('a dead waiter handed the lock costs the next waiter one reservation, not its fallback timer', async () => {
     const prefix = randomPrefix();
     const a = instance(prefix);
@@ -79,6 +95,85 @@ describe('dead and departing waiters', () => {
     expect(waited).toBeGreaterThanOrEqual(DEFAULTS.reservation);
     expect(waited).toBeLessThan(2 * DEFAULTS.reservation + 500);
     await lastLock.release();
+  });
+
+  it('dead waiters skipped once leave the queue: three at the head cost the live waiter behind them three reservations in all, over three releases', async () => {
+    const prefix = randomPrefix();
+    const holder = instance(prefix);
+    const live = instance(prefix);
+    let held = await holder.acquire('skip', { ttl: 30_000 });
+    await deadWaiters(prefix, 'skip', 3);
+    let waiting = live.acquire('skip', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'skip')) === 4);
+    let extra = 0;
+    for (let round = 0; round < 3; round++) {
+      // Let the live waiter settle into its park: its fallback timer is the holder's lease, capped.
+      await sleep(300);
+      await held.release();
+      const released = now();
+      const lock = await waiting;
+      extra += now() - released;
+      if (round === 0) {
+        // The first release named the dead waiters after the one it woke; none came in its turn,
+        // so they are gone: no later release names them again.
+        expect(await queued(prefix, 'skip')).toBe(0);
+      }
+      await lock.release();
+      if (round === 2) break;
+      held = await holder.acquire('skip', { ttl: 30_000, wait: 0 });
+      const before = await queued(prefix, 'skip');
+      waiting = live.acquire('skip', { ttl: 30_000, wait: 20_000 });
+      await waitFor(async () => (await queued(prefix, 'skip')) === before + 1);
+    }
+    // Each dead waiter costs one reservation (the live waiter is third after the one woken, so it
+    // retries three reservations on), once: paying for them again would add three more.
+    expect(extra).toBeGreaterThanOrEqual(3 * DEFAULTS.reservation);
+    expect(extra).toBeLessThan(3 * (DEFAULTS.reservation + DEFAULTS.expiryMargin) + 2 * DEFAULTS.reservation);
+  });
+
+  it('a dead exclusive waiter keeps new shared requests out two reservations at most after its last try, not its whole liveness, while a reader holds', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const reader = await a.acquire('rw', { mode: 'shared', ttl: 30_000 });
+    await deadWaiter(prefix, 'rw');
+    const started = now();
+    const late = await b.acquire('rw', { mode: 'shared', ttl: 30_000, wait: 20_000 });
+    const waited = now() - started;
+    // A writer that tried within the last reservation counts as alive; then it is asked whether it
+    // is alive, and has one reservation to answer. The dead one never does: the request is admitted
+    // beside the reader two reservations at most after the writer's last try, long before its
+    // liveness (DEFAULTS.waiterLease) would run out, and before a fallback timer (maxPark) fires.
+    expect(waited).toBeLessThan(DEFAULTS.reservation + DEFAULTS.maxPark / 2);
+    expect(await queued(prefix, 'rw')).toBe(0);
+    expect(await reader.release()).toBe(true);
+    expect(await late.release()).toBe(true);
+  });
+
+  it('a live exclusive waiter asked whether it is alive answers each time, and keeps new shared requests out until it has had the lock', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const c = instance(prefix);
+    const reader = await a.acquire('rw', { mode: 'shared', ttl: 30_000 });
+    const writing = c.acquire('rw', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'rw')) === 1);
+    let admitted = false;
+    const late = b.acquire('rw', { mode: 'shared', ttl: 30_000, wait: 20_000 }).then((lock) => {
+      admitted = true;
+      return lock;
+    });
+    // The request is refused; the writer, once silent for a reservation, is asked whether it is
+    // alive (the same question on the same channel, again and again within a second), and each
+    // time it answers in time.
+    await sleep(6 * (DEFAULTS.reservation + DEFAULTS.expiryMargin));
+    expect(admitted).toBe(false);
+    expect(await queued(prefix, 'rw')).toBe(2);
+    expect(await reader.release()).toBe(true);
+    const writer = await writing;
+    expect(admitted).toBe(false);
+    expect(await writer.release()).toBe(true);
+    expect(await (await late).release()).toBe(true);
   });
 
   it('waiters that stopped trying are dropped: after their liveness, hand-offs skip them, and the queue expires', async () => {

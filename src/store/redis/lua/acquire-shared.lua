@@ -5,7 +5,9 @@
 -- clock). A waiter a hand-off admitted takes its place (a lock reserved for several shared waiters
 -- becomes theirs, each keeping a reservation until it comes). Each hold gets its own fencing token
 -- from the lock's counter. When refused, a caller that will wait queues; a free lock whose first
--- live waiter is exclusive is handed to that waiter, as a release would. Idempotent per owner.
+-- live waiter is exclusive is handed to that waiter, as a release would. A request kept out only by
+-- an exclusive waiter ahead asks that waiter whether it is alive (challenge, lib/shared.lua), and
+-- is told to try again when its answer is due. Idempotent per owner.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- include: lib/shared.lua
@@ -22,13 +24,16 @@
 --          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
 -- ARGV[5]  instance label of the caller
 -- ARGV[6]  retention of the fencing counter in ms
--- ARGV[7]  a waiter's liveness in ms
+-- ARGV[7]  a waiter's liveness in ms (renewed by each try: an exclusive waiter ahead last tried
+--          this long before its deadline)
 -- ARGV[8]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[9]  release channel
--- ARGV[10] reservation in ms, for an exclusive waiter handed a free lock
+-- ARGV[10] reservation in ms, for an exclusive waiter handed a free lock; also the time an
+--          exclusive waiter ahead has to answer when asked whether it is alive
 -- ARGV[11] '1' to publish '' when nobody is queued, else '0'
 -- returns  {1, token}   acquired (or already held by this owner: the token of that grant)
---          {0, pttl}    refused; pttl: ms until a hold (or the lock's lease, or its reservation) ends
+--          {0, pttl}    refused; pttl: ms until a hold (or the lock's lease, or its reservation) ends,
+--                       or until the answer of the exclusive waiter ahead is due
 --          {-1, limit}  held as another kind: a semaphore of limit permits, or 0 for a read-write
 --                       lock's shared holds; nothing changed
 local lock, fence, waiters, alive, holds, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -44,6 +49,9 @@ local function granted(token)
   if ARGV[4] == '2' then
     redis.call('ZREM', waiters, owner)
     redis.call('HDEL', alive, owner)
+    -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
+    -- no later release names them.
+    first_live(waiters, alive, now_ms, false)
   end
   stretch(lock, holds, grants, now_ms)
   return {1, token}
@@ -68,10 +76,16 @@ if is_shared(holder) then
     return take()
   end
   prune(holds, grants, now_ms)
-  if (limit == 0 or in_use(holds, now_ms) < limit) and not exclusive_ahead(waiters, alive, owner, now_ms) then
-    return take()
+  local writer, entry
+  if limit == 0 or in_use(holds, now_ms) < limit then
+    writer, entry = exclusive_ahead(waiters, alive, owner, now_ms)
+    if not writer then
+      return take()
+    end
   end
-  if limit > 0 then
+  if entry then
+    wait = challenge(alive, writer, entry, now_ms, tonumber(ARGV[10]), tonumber(ARGV[7]), ARGV[8], ARGV[9])
+  elseif limit > 0 then
     -- The first hold to end frees a permit.
     local first = redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]
     if first then

@@ -1,6 +1,7 @@
 -- acquire: take the lock if it is free (or reserved for this caller), and issue the next fencing
 -- token, in one step (take, lib/lease.lua: the step claim-tick takes a job's lock with too); when
--- refused, queue a caller that will wait. Idempotent per owner token: a command re-sent after its
+-- refused, queue a caller that will wait; a queued caller granted the lock leaves the queue, and the
+-- dead waiters at its head with it. Idempotent per owner token: a command re-sent after its
 -- reply was lost finds the lock already its own and gets the same grant back.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
@@ -28,6 +29,9 @@ if token then
   if fresh and ARGV[4] == '2' then
     redis.call('ZREM', KEYS[3], owner)
     redis.call('HDEL', KEYS[4], owner)
+    -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
+    -- no later release names them.
+    first_live(KEYS[3], KEYS[4], math.floor(now_us / 1000), false)
   end
   return {1, token}
 end

@@ -2,6 +2,8 @@
 -- lib/lease.lua). The queue is a sorted set of owner tokens by arrival, with a hash of each
 -- waiter's liveness deadline beside it; a waiter whose deadline passed has died (or lost its
 -- place) and is dropped where it is met. At most 16 are dropped per call: the rest go on later.
+-- A waiter a message tells to try again has one reservation past its turn to do so (summon, and
+-- lib/shared.lua's challenge), after which its deadline has passed too (docs/waiting.md).
 -- A liveness entry is '<deadline ms>' for a waiter of the lock itself (an exclusive one),
 -- '<deadline ms> =<ttl>:<retention>:<room> <instance>' for an exclusive waiter that a release from
 -- its own room may grant the lock to outright (see hand_on: what that grant needs), and
@@ -63,6 +65,22 @@ local function pop_kind(waiters, alive, now_ms, kind, room, woken)
   end
 end
 
+-- Keep the waiters a hand-off names next ('<next> [<then> <then>]', see following) to their turn:
+-- the i-th of them retries i reservations (`ms`) after the message, so a live one has tried again
+-- (renewing its deadline, or taking the lock) by i + 1 reservations; its deadline moves there, and
+-- one that never comes is dead then and dropped where it is met, never named again.
+local function summon(alive, next, now_ms, ms)
+  local i = 0
+  for w in string.gmatch(next, '%S+') do
+    i = i + 1
+    local entry = redis.call('HGET', alive, w)
+    local by = now_ms + (i + 1) * ms
+    if entry and waiter_of(entry) > by then
+      redis.call('HSET', alive, w, int(by) .. string.match(entry, '^%d+(.*)$'))
+    end
+  end
+end
+
 -- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or ''.
 local function following(waiters, alive, now_ms)
   local next = first_live(waiters, alive, now_ms, false)
@@ -104,12 +122,12 @@ local MAX_ADMITTED = 64
 
 -- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
 -- publish '<woken> <next> [<then> <then>]' on the release channel: the waiter woken, and up to three
--- live waiters after it, the i-th of which retries i reservations later; so each woken or next
--- waiter that died costs the others at most one reservation. A shared waiter at the head is
--- admitted with the shared waiters of its kind right behind it (up to its limit): the lock is
--- reserved for all of them, and each is told in a message of its own. With nobody to wake, the
--- lock is simply deleted, and '' is published only when `announce` is '1' (for waiters that do not
--- queue, as Redlock's).
+-- live waiters after it, the i-th of which retries i reservations later (summon holds it to that);
+-- so each woken or next waiter that died costs the others at most one reservation, and only once.
+-- A shared waiter at the head is admitted with the shared waiters of its kind right behind it (up
+-- to its limit): the lock is reserved for all of them, and each is told in a message of its own.
+-- With nobody to wake, the lock is simply deleted, and '' is published only when `announce` is '1'
+-- (for waiters that do not queue, as Redlock's).
 -- `room` (nil or '' for none): the releasing store's own mark, and `fence` the lock's fencing
 -- counter. An exclusive waiter at the head that queued from that same room (the releasing
 -- instance's own, alive as it runs this release) is granted the lock outright instead, with its
@@ -120,10 +138,10 @@ local MAX_ADMITTED = 64
 --          and the fencing token of a grant outright (or nil)
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
   local woken, next = {}, ''
-  local now_us, stamp, ttl, retention, from, instance
+  local now_us, stamp, now_ms, ttl, retention, from, instance
   if redis.call('EXISTS', waiters) == 1 then
     now_us, stamp = server_now()
-    local now_ms = math.floor(now_us / 1000)
+    now_ms = math.floor(now_us / 1000)
     local head, kind
     head, kind, ttl, retention, from, instance = first_live(waiters, alive, now_ms, true)
     if head ~= '' then
@@ -148,6 +166,9 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
     return woken[1], tell(publish, channel, woken, ''), token
   end
   redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
+  if publish ~= '' then
+    summon(alive, next, now_ms, tonumber(ms))
+  end
   return woken[1], tell(publish, channel, woken, next)
 end
 

@@ -36,20 +36,46 @@ end
 
 -- Whether a live waiter of the lock itself (an exclusive one) is queued ahead of `owner`, or at
 -- all for an owner that is not queued: then shared requests queue behind it (writers are not
--- starved). Looks at the first 16 waiters; a queue longer than that, with `owner` not among them,
--- counts as one.
+-- starved). Dead waiters met on the way are dropped. Looks at the first 16 waiters; a queue longer
+-- than that, with `owner` not among them, counts as one (true). When one is found, returns its
+-- owner token and liveness entry instead.
 local function exclusive_ahead(waiters, alive, owner, now_ms)
   local first = redis.call('ZRANGE', waiters, 0, 15)
   for _, w in ipairs(first) do
     if w == owner then
       return false
     end
-    local deadline, kind = waiter_of(redis.call('HGET', alive, w))
-    if deadline >= now_ms and kind == '' then
-      return true
+    local entry = redis.call('HGET', alive, w)
+    local deadline, kind = waiter_of(entry)
+    if deadline < now_ms then
+      redis.call('ZREM', waiters, w)
+      redis.call('HDEL', alive, w)
+    elseif kind == '' then
+      return w, entry
     end
   end
   return #first == 16
+end
+
+-- Ask exclusive waiter `w` (its liveness entry `entry`, renewed for `lease` ms by each of its
+-- tries), which keeps a shared request out, whether it is alive: unless it tried within the last
+-- reservation (`ms`) or was asked already, its deadline comes to one reservation from now, and
+-- '?<w>' on the release channel wakes it. A live waiter tries again at once, which renews its
+-- deadline; a dead one lapses with it. So a dead writer keeps shared requests out for two
+-- reservations at most after its last try, and a live one is asked at most once a reservation.
+-- returns  ms after which the request is worth trying again
+local function challenge(alive, w, entry, now_ms, ms, lease, publish, channel)
+  local deadline = waiter_of(entry)
+  if deadline <= now_ms + ms or publish == '' then
+    return deadline - now_ms
+  end
+  local tried = deadline - lease
+  if tried > now_ms - ms then
+    return math.min(ms, tried + ms - now_ms)
+  end
+  redis.call('HSET', alive, w, int(now_ms + ms) .. string.match(entry, '^%d+(.*)$'))
+  redis.call(publish, channel, '?' .. w)
+  return ms
 end
 
 -- Stretch the lock key and its holds to the latest live hold's end; false when none is live.
@@ -93,7 +119,11 @@ local function free_up(lock, kind, flagged, waiters, alive, holds, grants, publi
       redis.call('ZADD', holds, int(now_ms + ms), w)
     end
     if #woken > 0 then
-      tell(publish, channel, woken, following(waiters, alive, now_ms))
+      local next = following(waiters, alive, now_ms)
+      if publish ~= '' then
+        summon(alive, next, now_ms, tonumber(ms))
+      end
+      tell(publish, channel, woken, next)
     end
   end
   stretch(lock, holds, grants, now_ms)
