@@ -9,6 +9,7 @@ import {
   type FinishRequest,
   type HandOff,
   type HandOn,
+  type HeldAsReply,
   type JobState,
   type JobStore,
   type LeaseStore,
@@ -43,7 +44,7 @@ export class LatentStore implements Store, JobStore {
     return call();
   }
 
-  acquire(name: string, request: AcquireRequest): Promise<AcquireReply> {
+  acquire(name: string, request: AcquireRequest): Promise<AcquireReply | HeldAsReply> {
     return this.#later(() => this.#lease.acquire(name, request));
   }
   leave(name: string, owner: string, handOn: HandOn): Promise<void> {

@@ -13,11 +13,17 @@ import type { Primitive } from './primitive.js';
  * queue there, which writer preference rests on.
  */
 
-/** How a lock of several holders is called in messages, by its limit at the store. */
+/** How a lock is called in messages, by the limit it is held with at the store (-1: exclusively). */
 export function describeLimit(limit: number): string {
+  if (limit < 0) return "exclusively (a plain acquire, `mode: 'exclusive'` or a job's run)";
   return limit === 0
     ? 'in shared mode (a read-write lock)'
     : `as a semaphore of ${limit} permit${limit === 1 ? '' : 's'}`;
+}
+
+/** What a call that asked for one kind of lock (`asked`) is refused with, the name being held as another. */
+export function kindMismatch(asked: string, name: string, heldAs: number): Error {
+  return invalidArgument(`${asked} does not match lock "${name}", held ${describeLimit(heldAs)}`);
 }
 
 const shared = (store: LeaseStore) => store as LeaseStore & SharedStore;
@@ -33,9 +39,7 @@ function holds(kind: string, limit: number, asked: string, handOn: HandOn): Prim
     supports: (store) => portsOf(store).shared !== undefined,
     acquire: async (store, name, { minFence: _, ...request }) => {
       const reply = await shared(store).acquireShared(name, { ...request, limit, handOn });
-      if ('heldAs' in reply) {
-        throw invalidArgument(`${asked} does not match lock "${name}", held ${describeLimit(reply.heldAs)}`);
-      }
+      if ('heldAs' in reply) throw kindMismatch(asked, name, reply.heldAs);
       return reply;
     },
     extend: (store, name, owner, ttl) => shared(store).extendShared(name, owner, ttl),

@@ -204,7 +204,8 @@ export interface LeaseStore extends StoreInfo {
    * hand the lock on in arrival order. Idempotent per owner: a lock this owner holds already is
    * success, with the token of that grant.
    */
-  acquire(name: string, request: AcquireRequest): Promise<AcquireReply>;
+  /** `heldAs` when a semaphore holds the name (a mutex of a semaphore's name is another kind). */
+  acquire(name: string, request: AcquireRequest): Promise<AcquireReply | HeldAsReply>;
   /**
    * Delete the lock if `owner` holds it. Then hand it on: take the first live waiter, reserve the
    * lock for it for `reservation` ms, and tell every watcher (a HandOff), so exactly one waiter
@@ -355,13 +356,14 @@ export interface SharedRequest extends Omit<AcquireRequest, 'minFence'> {
   readonly handOn: HandOn;
 }
 
-export type SharedAcquireReply =
-  | AcquireReply
-  /**
-   * The name is held as another kind of shared lock: `heldAs` is the limit it was taken with (a
-   * semaphore's permits, or 0 for a read-write lock's shared holds). Nothing changed.
-   */
-  | { readonly acquired: false; readonly heldAs: number };
+/**
+ * The name is held as another kind of lock: `heldAs` is the limit it was taken with (a semaphore's
+ * permits, 0 for a read-write lock's shared holds), or -1 when it is held exclusively (a mutex, an
+ * exclusive hold, a job's run) and a semaphore was asked for. Nothing changed.
+ */
+export type HeldAsReply = { readonly acquired: false; readonly heldAs: number };
+
+export type SharedAcquireReply = AcquireReply | HeldAsReply;
 
 /** One shared hold, as operator tooling shows it. */
 export interface SharedHold extends Holder {

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, type Leasehold, type Lock, LockError, LockLostError } from '../../src/index.js';
+import { ErrorCode, type Leasehold, type Lock, LockError, LockLostError, LockTimeoutError } from '../../src/index.js';
 import { waitFor } from '../harness/index.js';
 import type { PrimitiveContext } from './primitives.js';
 
@@ -112,8 +112,8 @@ export function sharedCases(ctx: PrimitiveContext): void {
         expect(held[i]?.fencingToken).toBeGreaterThan(held[i - 1]?.fencingToken as number);
       }
       expect(await b.tryAcquire('pool', { limit: 3 })).toBeNull();
-      // A plain acquire of the name is exclusive: refused while permits are held.
-      expect(await b.tryAcquire('pool')).toBeNull();
+      // A plain acquire of a semaphore's name is another kind of lock: refused at the call.
+      await expect(b.tryAcquire('pool')).rejects.toMatchObject({ code: ErrorCode.INVALID_ARGUMENT });
       expect(await held[1]?.release()).toBe(true);
       const next = await b.acquire('pool', { limit: 3, wait: 0 });
       expect(next.fencingToken).toBeGreaterThan(held[2]?.fencingToken as number);
@@ -179,13 +179,29 @@ export function sharedCases(ctx: PrimitiveContext): void {
       for (const [options, message] of [
         [{ limit: 5 }, /`limit: 5` does not match lock "sized", held as a semaphore of 3 permits/],
         [{ mode: 'shared' as const }, /`mode: 'shared'` does not match lock "sized", held as a semaphore of 3/],
+        [{}, /a plain acquire .* does not match lock "sized", held as a semaphore of 3 permits/],
+        [{ mode: 'exclusive' as const }, /a plain acquire .* does not match lock "sized", held as a semaphore of 3/],
       ] as const) {
-        const error = await b.acquire('sized', { ...options, wait: 500 }).catch((e: unknown) => e);
+        // Refused at the first attempt, long before its wait could run out.
+        const error = await b.acquire('sized', { ...options, wait: 30_000 }).catch((e: unknown) => e);
         expect(error).toBeInstanceOf(LockError);
         expect((error as LockError).code).toBe(ErrorCode.INVALID_ARGUMENT);
         expect((error as Error).message).toMatch(message);
       }
       expect(await ctx.backend().queued(ctx.prefix(), 'sized')).toBe(0);
+      await lock.release();
+    });
+
+    it('a semaphore of a name held exclusively rejects with INVALID_ARGUMENT naming both; a reader waits', async () => {
+      if (!(await hasShared())) return;
+      const [a, b] = [await ctx.leasehold(), await ctx.leasehold()];
+      const lock = await a.acquire('plain', { ttl: 5_000 });
+      const error = await b.acquire('plain', { limit: 2, wait: 30_000 }).catch((e: unknown) => e);
+      expect((error as LockError).code).toBe(ErrorCode.INVALID_ARGUMENT);
+      expect((error as Error).message).toMatch(/`limit: 2` does not match lock "plain", held exclusively/);
+      expect(await ctx.backend().queued(ctx.prefix(), 'plain')).toBe(0);
+      // The read-write lock's shared mode is the same lock as the mutex: it waits for the holder.
+      await expect(b.acquire('plain', { mode: 'shared', wait: 0 })).rejects.toBeInstanceOf(LockTimeoutError);
       await lock.release();
     });
   });

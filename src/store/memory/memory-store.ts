@@ -10,6 +10,7 @@ import {
   type ForceReleaseReply,
   type HandOff,
   type HandOn,
+  type HeldAsReply,
   type JobState,
   type LockState,
   type QueueState,
@@ -24,7 +25,7 @@ import {
 import { globMatcher } from './glob.js';
 import { claimTick, finishTick, readJob } from './jobs.js';
 import { type LockRecord, left } from './record.js';
-import { acquireShared, extendShared, inspectShared, leaveShared, releaseShared } from './shared.js';
+import { acquireShared, extendShared, heldLimit, inspectShared, leaveShared, releaseShared } from './shared.js';
 import { Space } from './space.js';
 
 /** What a store (or a scope of one) acts on: its prefix's space, and every prefix's, shared by its scopes. */
@@ -86,10 +87,12 @@ export class MemoryStore implements Store, SharedStore {
     return view;
   }
 
-  async acquire(name: string, r: AcquireRequest): Promise<AcquireReply> {
+  async acquire(name: string, r: AcquireRequest): Promise<AcquireReply | HeldAsReply> {
     return step(this, name, (lock) => {
       const held = lock.lease;
       if (held?.owner === r.owner) return { acquired: true, fence: lock.fence };
+      const limit = heldLimit(held);
+      if (limit !== undefined && limit > 0) return { acquired: false, heldAs: limit };
       const reserved = lock.reservation;
       const blocker = held ?? (reserved?.owner !== r.owner ? reserved : undefined);
       if (blocker) {

@@ -19,6 +19,11 @@ import { type Lease, type LockRecord, left, MAX_ADMITTED } from './record.js';
 
 const isShared = (lease: Lease | undefined): lease is Lease => lease?.owner.startsWith('^') === true;
 
+/** The limit shared holds took the lock with ('^<limit>'), or undefined when it is not held by shared holds. */
+export function heldLimit(lease: Lease | undefined): number | undefined {
+  return isShared(lease) ? Number(lease.owner.slice(1)) : undefined;
+}
+
 const liveAt = (at: number) => (hold: { expiresAt: number }) => hold.expiresAt > at;
 
 /** Drop the holds and reservations whose time is up, and the released marks. */
@@ -84,8 +89,10 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     return mark;
   };
   let wait = held || reserved ? left((held ?? reserved) as Lease) : -2;
+  // Held exclusively (a mutex, an exclusive hold, a job's run): a semaphore is another kind of lock.
+  if (r.limit > 0 && held !== undefined && !isShared(held)) return { acquired: false, heldAs: -1 };
   if (isShared(held)) {
-    if (held.owner !== kind) return { acquired: false, heldAs: Number(held.owner.slice(1)) };
+    if (held.owner !== kind) return { acquired: false, heldAs: heldLimit(held) as number };
     const mine = lock.holds.get(r.owner);
     if (mine && mine.expiresAt > now()) {
       // A hold already this owner's (a re-sent call), or a permit a hand-off reserved for it.

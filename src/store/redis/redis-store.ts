@@ -136,7 +136,7 @@ export class RedisStore
     });
   }
 
-  acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply> {
+  acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
     return this.#call(SCRIPTS.acquire, name, request);
   }
 

@@ -9,6 +9,7 @@ import type {
   FinishRequest,
   ForceReleaseReply,
   HandOn,
+  HeldAsReply,
   JobState,
   LockState,
   QueueState,
@@ -239,9 +240,10 @@ const DECLARED = {
       r.queue === undefined
         ? [r.owner, r.ttl, r.minFence ?? 0, '0', r.instance, r.fenceRetention, r.waiterLease]
         : [r.owner, r.ttl, r.minFence ?? 0, QUEUE_MODE[r.queue], r.instance, r.fenceRetention, r.waiterLease, room],
-    reply: byCode<AcquireReply>({
+    reply: byCode<AcquireReply | HeldAsReply>({
       1: (r) => ({ acquired: true, fence: integer(r[1]) }),
       0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
+      [-1]: (r) => ({ acquired: false, heldAs: integer(r[1]) }),
     }),
   }),
 

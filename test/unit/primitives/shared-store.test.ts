@@ -142,17 +142,21 @@ describe.each(BACKENDS)('shared holds at the store port: %s', (_label, make) => 
     expect((await store.queued('q', 5)).count).toBe(0);
   });
 
-  it('a semaphore held by shared holds admits a queued mutex waiter once the last hold ends', async () => {
+  it('a mutex of a semaphore’s name, and a semaphore of a name held exclusively, are told the kind it is held as', async () => {
     const store = make();
     expect(await store.acquireShared('mx', request('A', 2))).toMatchObject({ acquired: true });
-    expect(await store.acquire('mx', { owner: 'M', ttl: 30_000, queue: 'join', ...lease })).toMatchObject({
+    // Refused as another kind, and not queued: a permit stays free for the next semaphore request.
+    expect(await store.acquire('mx', { owner: 'M', ttl: 30_000, queue: 'join', ...lease })).toEqual({
       acquired: false,
+      heldAs: 2,
     });
-    // A permit is free, but the mutex waiter is queued ahead: later semaphore requests queue behind it.
-    expect(await store.acquireShared('mx', request('B', 2))).toMatchObject({ acquired: false });
-    expect(await store.releaseShared('mx', 'A', handOn)).toBe('released');
-    expect(await store.acquire('mx', { owner: 'M', ttl: 30_000, queue: 'member', ...lease })).toMatchObject({
-      acquired: true,
+    expect(await store.acquireShared('mx', request('B', 2))).toMatchObject({ acquired: true });
+    expect(await store.acquire('plain', { owner: 'P', ttl: 30_000, ...lease })).toMatchObject({ acquired: true });
+    expect(await store.acquireShared('plain', request('C', 2))).toEqual({ acquired: false, heldAs: -1 });
+    // A read-write lock's shared request on it waits, as its exclusive mode is the mutex.
+    expect(await store.acquireShared('plain', request('R', 0))).toMatchObject({
+      acquired: false,
+      pttl: expect.any(Number),
     });
   });
 });

@@ -306,6 +306,12 @@ describe('on a real redis-server', () => {
         acquired: false,
       });
       expect(await store.acquireShared('h', { owner: 'S3', ...shared, limit: 2 })).toMatchObject({ heldAs: 1 });
+      // A mutex of a semaphore's name is another kind of lock, and the reverse.
+      expect(await store.acquire('h', { owner: 'M9', ...lease, queue: 'join' })).toEqual({
+        acquired: false,
+        heldAs: 1,
+      });
+      expect(await store.acquireShared('job', { owner: 'S4', ...shared })).toEqual({ acquired: false, heldAs: -1 });
       expect(await store.extendShared('h', 'S1', 30_000)).toBe('extended');
       expect(await store.extendShared('h', 'S9', 30_000)).toBe('expired');
       expect(await store.releaseShared('h', 'S1', handOn)).toBe('released');

@@ -34,8 +34,9 @@
 -- returns  {1, token}   acquired (or already held by this owner: the token of that grant)
 --          {0, pttl}    refused; pttl: ms until a hold (or the lock's lease, or its reservation) ends,
 --                       or until the answer of the exclusive waiter ahead is due
---          {-1, limit}  held as another kind: a semaphore of limit permits, or 0 for a read-write
---                       lock's shared holds; nothing changed
+--          {-1, limit}  held as another kind: a semaphore of limit permits, 0 for a read-write
+--                       lock's shared holds, or -1 held exclusively while a semaphore (limit > 0)
+--                       was asked for; nothing changed
 local lock, fence, waiters, alive, holds, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local kind = '^' .. ARGV[3]
@@ -62,6 +63,10 @@ local function take()
 end
 
 local wait = redis.call('PTTL', lock)
+if limit > 0 and holder ~= nil and not is_shared(holder) then
+  -- Held exclusively (a mutex, an exclusive hold, a job's run): a semaphore is another kind.
+  return {-1, -1}
+end
 if is_shared(holder) then
   if holder ~= kind then
     return {-1, tonumber(string.sub(holder, 2))}

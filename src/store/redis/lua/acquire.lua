@@ -22,6 +22,7 @@
 --          (lib/hand-on.lua, hand_on)
 -- returns  {1, token}  acquired (or already held by this owner: the token of that grant)
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
+--          {-1, limit} held by a semaphore of <limit> permits (another kind of lock); nothing changed
 local owner = ARGV[1]
 local now_us, stamp = server_now()
 local token, _, fresh, value = take(KEYS[1], KEYS[2], owner, ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6], now_us, stamp)
@@ -34,6 +35,12 @@ if token then
     first_live(KEYS[3], KEYS[4], math.floor(now_us / 1000), false)
   end
   return {1, token}
+end
+-- '^<limit>[*]': shared holds. A read-write lock's (limit 0) exclusive mode waits for them; a
+-- semaphore's name is not a mutex's.
+local limit = tonumber(string.match(value, '^%^(%d+)'))
+if limit and limit > 0 then
+  return {-1, limit}
 end
 if ARGV[4] ~= '0' then
   enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
