@@ -11,7 +11,7 @@ import {
   invalidArgument,
   type LockLostError,
   LockTimeoutError,
-  RedisUnavailableError,
+  StoreUnavailableError,
   workFailure,
 } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
@@ -48,7 +48,7 @@ export interface LeaseholdOptions {
   wait?: number;
   /** Default for the watchdog (extend every ttl/3 while held). Default true. */
   autoExtend?: boolean;
-  /** A backend call unanswered after this many ms fails with RedisUnavailableError. Default 2_000. */
+  /** A backend call unanswered after this many ms fails with StoreUnavailableError. Default 2_000. */
   commandTimeout?: number;
   /** Fraction of the ttl subtracted from the client's view of validity for clock drift. Default 0.01. */
   driftFactor?: number;
@@ -143,7 +143,7 @@ export interface LeadOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend'> 
 
 export interface WithLockOptions extends AcquireOptions {
   /**
-   * When the backend is unreachable: `'fail'` rejects with RedisUnavailableError (fail closed: for
+   * When the backend is unreachable: `'fail'` rejects with StoreUnavailableError (fail closed: for
    * work that must not run twice); `'skip'` does not run the work; `'run'` runs it unlocked (for
    * idempotent work only; `lock` is then null). Default `'fail'`.
    */
@@ -553,7 +553,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   /**
    * Acquire `name`, waiting up to `wait` ms while another owner holds it (woken by its release,
    * or by a timer bounded by its remaining lease). Rejects with LockTimeoutError when the wait runs
-   * out, RedisUnavailableError when the backend fails, or the signal's reason when aborted.
+   * out, StoreUnavailableError when the backend fails, or the signal's reason when aborted.
    */
   async acquire(name: string, options?: AcquireOptions): Promise<Lock> {
     validate.lockName(name);
@@ -682,7 +682,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   /**
    * Never waits: runs `work` under the lock if it is free, else reports why it did not run.
-   * With `whenUnavailable: 'fail'` (the default) an unreachable backend rejects with RedisUnavailableError.
+   * With `whenUnavailable: 'fail'` (the default) an unreachable backend rejects with StoreUnavailableError.
    */
   tryWithLock<T>(name: string, work: Work<T>): Promise<TryResult<T>>;
   tryWithLock<T>(
@@ -734,7 +734,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       const lock = await this.#acquire(name, resolved);
       return { kind: 'held', lock, work: run, reentrant: resolved.reentrant };
     } catch (error) {
-      if (!(error instanceof RedisUnavailableError) || whenUnavailable === 'fail') throw error;
+      if (!(error instanceof StoreUnavailableError) || whenUnavailable === 'fail') throw error;
       return whenUnavailable === 'skip' ? { kind: 'skip' } : { kind: 'unlocked', work: run };
     }
   }

@@ -1,5 +1,5 @@
 import { DEFAULTS } from '../core/defaults.js';
-import { RedisUnavailableError } from '../core/errors.js';
+import { StoreUnavailableError } from '../core/errors.js';
 import { bounded } from '../store/bounded.js';
 import { portsOf } from '../store/port.js';
 import { resolveStore } from '../store/registry.js';
@@ -55,7 +55,7 @@ export async function openStoreOperator(kind: StoreKind, url: string, prefix: st
   await bound(store.inspect('leasehold-cli-probe'), 'connect').catch(async (error: unknown) => {
     await store.close();
     await end();
-    throw error instanceof RedisUnavailableError ? error : new RedisUnavailableError(`${kind} at ${url}: ${error}`);
+    throw error instanceof StoreUnavailableError ? error : new StoreUnavailableError(`${kind} at ${url}: ${error}`);
   });
   return {
     url,

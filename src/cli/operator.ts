@@ -1,6 +1,6 @@
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { DEFAULTS } from '../core/defaults.js';
-import { RedisUnavailableError } from '../core/errors.js';
+import { StoreUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
 import { bounded } from '../store/bounded.js';
 import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
@@ -31,7 +31,7 @@ export interface Operator {
   readonly scanned: number;
   /** The Redis key of lock `name`, shown to an operator who reaches for redis-cli. */
   keyOf(name: string): string;
-  /** Settle with `promise`, or fail with RedisUnavailableError after `commandTimeout`. */
+  /** Settle with `promise`, or fail with StoreUnavailableError after `commandTimeout`. */
   bounded<T>(promise: Promise<T>, action: string): Promise<T>;
   /** Calls `listener` once if the connection to Redis ends before `close()`. Returns a remover. */
   onLost(listener: (error: Error) => void): () => void;
@@ -56,7 +56,7 @@ async function isClusterNode(client: Redis): Promise<boolean> {
 type Client = Redis | Cluster;
 
 /**
- * Connect within CONNECT_TIMEOUT, or fail with RedisUnavailableError naming the URL and the
+ * Connect within CONNECT_TIMEOUT, or fail with StoreUnavailableError naming the URL and the
  * client's last connection error (ECONNREFUSED, ENOTFOUND, …).
  */
 async function connect(client: Client, url: string, lastError: () => unknown): Promise<void> {
@@ -67,7 +67,7 @@ async function connect(client: Client, url: string, lastError: () => unknown): P
     connecting.catch(() => undefined);
     client.disconnect();
     const why = lastError() ?? error;
-    throw new RedisUnavailableError(`cannot connect to Redis at ${url}: ${detail(why)}`, { cause: why });
+    throw new StoreUnavailableError(`cannot connect to Redis at ${url}: ${detail(why)}`, { cause: why });
   }
 }
 
@@ -184,7 +184,7 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
       }
       // A keyless scan runs on one node only: scan each master through a store of its own.
       const masters = cluster.nodes('master');
-      if (masters.length === 0) throw new RedisUnavailableError(`the cluster at ${url} reported no masters`);
+      if (masters.length === 0) throw new StoreUnavailableError(`the cluster at ${url} reported no masters`);
       const seen = new Set<string>();
       scanned = 0;
       for (const node of masters) {
@@ -207,7 +207,7 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
       const onEnd = () => {
         if (closing) return;
         const why = lastError === undefined ? 'the server closed it' : detail(lastError);
-        listener(new RedisUnavailableError(`lost the connection to Redis at ${url}: ${why}`, { cause: lastError }));
+        listener(new StoreUnavailableError(`lost the connection to Redis at ${url}: ${why}`, { cause: lastError }));
       };
       client.once('end', onEnd);
       return () => client.off('end', onEnd);

@@ -16,7 +16,7 @@ export const DEFAULTS = Object.freeze({
   driftConstant: 2,
   /** Key prefix for every key and channel leasehold writes. */
   prefix: 'leasehold',
-  /** A backend call that has not answered after this many ms fails with RedisUnavailableError. */
+  /** A backend call that has not answered after this many ms fails with StoreUnavailableError. */
   commandTimeout: 2_000,
   /** What withLock / tryWithLock do when the backend is unreachable. */
   whenUnavailable: 'fail' as const,

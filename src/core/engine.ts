@@ -62,7 +62,7 @@ export type ExtendOutcome =
 export interface LockEngine {
   /**
    * One acquisition attempt; `tries` counts the earlier attempts of the same acquisition (the
-   * backoff exponent). Throws RedisUnavailableError / QuorumError when the backend fails.
+   * backoff exponent). Throws StoreUnavailableError / QuorumError when the backend fails.
    */
   attempt(name: string, owner: string, ttl: number, tries: number, queue?: boolean): Promise<Attempt>;
   /**

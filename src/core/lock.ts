@@ -139,7 +139,7 @@ export class Lock implements AsyncDisposable {
   /**
    * Reset the lease to `ttl` ms (default: the ttl it was acquired with; later watchdog extensions
    * use the new one). Rejects with LockLostError if the lease is no longer ours, and with
-   * RedisUnavailableError if the backend did not confirm (the lease is then not lost yet).
+   * StoreUnavailableError if the backend did not confirm (the lease is then not lost yet).
    */
   async extend(ttl?: number): Promise<void> {
     if (this.#root !== this) {
@@ -164,7 +164,7 @@ export class Lock implements AsyncDisposable {
   /**
    * Release the lock. True if this call deleted our lock; false if it had already expired or passed
    * to another owner (it never deletes another owner's lock) or was already released. Rejects with
-   * RedisUnavailableError when the backend could not be asked; the lease then ends by its ttl.
+   * StoreUnavailableError when the backend could not be asked; the lease then ends by its ttl.
    * While reentrant holds of the lease remain, it only gives up this hold: true while the lease is
    * still held; the last hold released ends the lease.
    */

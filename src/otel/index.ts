@@ -78,7 +78,7 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
   });
 
   const acquisitions = meter.createCounter(METRICS.acquisitions, {
-    description: 'Acquisitions by outcome (acquired, LOCK_TIMEOUT, REDIS_UNAVAILABLE, …)',
+    description: 'Acquisitions by outcome (acquired, LOCK_TIMEOUT, STORE_UNAVAILABLE, …)',
   });
   const acquireWait = meter.createHistogram(METRICS.acquireWait, {
     description: 'Time from acquire() to its outcome, waiting included',

@@ -1,5 +1,5 @@
 import { now, validUntil } from '../core/clock.js';
-import { RedisUnavailableError } from '../core/errors.js';
+import { StoreUnavailableError } from '../core/errors.js';
 import { bounded } from '../store/bounded.js';
 import type {
   ClaimReply,
@@ -53,7 +53,7 @@ export class JobLock {
     return bounded(this.#store, promise, action, this.#options.commandTimeout);
   }
 
-  /** Claim a tick of job `name`: the claim, or the store's refusal. Throws RedisUnavailableError when it cannot tell. */
+  /** Claim a tick of job `name`: the claim, or the store's refusal. Throws StoreUnavailableError when it cannot tell. */
   async claim(name: string, request: ClaimRequest): Promise<Claimed | Exclude<ClaimReply, { claimed: true }>> {
     const gate = this.#options.gate();
     if (gate) await gate;
@@ -77,7 +77,7 @@ export class JobLock {
       // The claim answered too late to leave the run any validity: no task may run on it.
       const why = `the claim answered after its ${request.ttl} ms lease had no validity left; the task did not run`;
       await this.abandon(name, request.owner, reply, why).catch(() => undefined);
-      throw new RedisUnavailableError(`${this.#store.kind}: claim-tick: ${why}`);
+      throw new StoreUnavailableError(`${this.#store.kind}: claim-tick: ${why}`);
     }
     return { ...reply, validUntil: until };
   }

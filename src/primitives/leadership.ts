@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { emitSafely } from '../core/emit.js';
-import { LockTimeoutError, RedisUnavailableError } from '../core/errors.js';
+import { LockTimeoutError, StoreUnavailableError } from '../core/errors.js';
 import type { Lock } from '../core/lock.js';
 
 /** How a term of leadership ended. */
@@ -100,7 +100,7 @@ export class Leadership extends EventEmitter<LeadershipEvents> {
       } catch (error) {
         if (stopping.aborted) return;
         if (error instanceof LockTimeoutError) continue;
-        if (error instanceof RedisUnavailableError) {
+        if (error instanceof StoreUnavailableError) {
           this.#emitSafely('campaignFailed', { name: this.name, error });
           await sleep(plan.retryDelay, undefined, { signal: stopping }).catch(() => undefined);
           continue;

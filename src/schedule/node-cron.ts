@@ -1,4 +1,4 @@
-import { ErrorCode, LockError, RedisUnavailableError } from '../core/errors.js';
+import { ErrorCode, LockError, StoreUnavailableError } from '../core/errors.js';
 import { coordinatorSettings, type RunDefaults } from './options.js';
 import { HeldRun, type Runner } from './run.js';
 import type { JobRun, JobTask } from './types.js';
@@ -66,9 +66,9 @@ export function nodeCronCoordinator(runner: Runner, options: unknown, defaults: 
       }
       // Throwing makes node-cron skip with 'coordinator-error' (fail closed) rather than 'not-elected'.
       if (claim.reason === 'unavailable') {
-        throw claim.error instanceof RedisUnavailableError
+        throw claim.error instanceof StoreUnavailableError
           ? claim.error
-          : new RedisUnavailableError(`cannot claim ${key}: the backend is unavailable`);
+          : new StoreUnavailableError(`cannot claim ${key}: the backend is unavailable`);
       }
       if (claim.reason === 'error') throw claim.error;
       return false;

@@ -2,7 +2,7 @@ import type { AcquireLoop, Outcome } from '../core/acquire-loop.js';
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
 import { channels, type JobMessage } from '../core/diagnostics.js';
-import { closedError, ErrorCode, invalidArgument, LockError, RedisUnavailableError } from '../core/errors.js';
+import { closedError, ErrorCode, invalidArgument, LockError, StoreUnavailableError } from '../core/errors.js';
 import { Lock } from '../core/lock.js';
 import { NEVER_ABORTED } from '../core/never-aborted.js';
 import { newOwnerToken } from '../core/owner.js';
@@ -157,7 +157,7 @@ export class Runner {
 
   #unreachable(name: string, tick: number | null, s: RunSettings, error: unknown): Claim {
     const tickDate = tick === null ? null : new Date(tick);
-    if (!(error instanceof RedisUnavailableError)) return this.#skip(name, tickDate, s.instance, 'error', error);
+    if (!(error instanceof StoreUnavailableError)) return this.#skip(name, tickDate, s.instance, 'error', error);
     if (s.whenUnavailable === 'run') {
       const run: JobRun = Object.freeze({ name, tick: tickDate, lock: null, fencingToken: null, instance: s.instance });
       return { kind: 'unlocked', run };

@@ -1,4 +1,4 @@
-import { type NodeOutcome, RedisUnavailableError } from '../core/errors.js';
+import { type NodeOutcome, StoreUnavailableError } from '../core/errors.js';
 import { type Counting, countVote, emptyTally, pending, type Tally, type Vote } from '../core/quorum.js';
 import type { StoreInfo } from '../store/port.js';
 
@@ -105,7 +105,7 @@ export class Round<T, S extends StoreInfo = StoreInfo> {
       if (slot.state !== 'pending') return;
       const node = this.nodes[i];
       const kind = node === undefined ? 'unknown' : (this.#stores[node]?.kind ?? 'unknown');
-      const error = new RedisUnavailableError(
+      const error = new StoreUnavailableError(
         `node #${node} (${kind}): ${this.#action} got no answer within ${timeout} ms (nodeTimeout)`,
       );
       this.#settle(i, { state: 'failed', error, timedOut: true }, 'error');

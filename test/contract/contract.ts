@@ -201,7 +201,7 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const held = await a.acquire('busy', { ttl: 10_000 });
       const error = await b.acquire('busy', { wait: 300 }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(LockTimeoutError);
-      expect((error as LockTimeoutError).code).toBe(ErrorCode.TIMEOUT);
+      expect((error as LockTimeoutError).code).toBe(ErrorCode.LOCK_TIMEOUT);
       expect(b.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
       await waitFor(async () => (await backend.subscriptions(prefix, 'busy')) === 0, { timeout: 3_000 });
       expect(await held.release()).toBe(true);

@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { type Leasehold, type LeaseholdOptions, type Lock, LockLostError, LockTimeoutError } from '../../src/index.js';
-import { blockFor } from '../harness/index.js';
-import { waitFor } from '../harness/index.js';
+import { blockFor, waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
 
 /** What the primitive cases need from the contract suite around them. */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { type Leasehold, type Lock, RedisUnavailableError } from '../../src/index.js';
+import { type Leasehold, type Lock, StoreUnavailableError } from '../../src/index.js';
 import { type EtcdMember, randomPrefix, startEtcdCluster, waitFor } from '../harness/index.js';
 import { etcdFixture } from './fixture.js';
 
@@ -86,7 +86,7 @@ describe('etcd cluster, 3 members', () => {
           });
         } catch (error) {
           // The election: calls fail while no leader answers; the worker tries again.
-          if (!(error instanceof RedisUnavailableError)) throw error;
+          if (!(error instanceof StoreUnavailableError)) throw error;
           unavailable++;
           await sleep(50);
         }

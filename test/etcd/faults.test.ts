@@ -6,7 +6,7 @@ import {
   type LeaseholdOptions,
   LockError,
   type LockLostError,
-  RedisUnavailableError,
+  StoreUnavailableError,
 } from '../../src/index.js';
 import { KeySpace } from '../../src/store/etcd/keys.js';
 import { freePort, randomPrefix, startEtcd, waitFor } from '../harness/index.js';
@@ -135,7 +135,7 @@ describe('etcd faults', () => {
     expect(await held.release()).toBe(true);
   });
 
-  it('nothing listening: acquire and the scheduler fail with RedisUnavailableError in bounded time', async () => {
+  it('nothing listening: acquire and the scheduler fail with StoreUnavailableError in bounded time', async () => {
     const nowhere = new Etcd3({ hosts: `http://127.0.0.1:${await freePort()}` });
     const locks = new Leasehold(nowhere, { commandTimeout: 300 });
     etcd.cleanup(
@@ -143,8 +143,8 @@ describe('etcd faults', () => {
       () => locks.close(),
     );
     const started = performance.now();
-    await expect(locks.acquire('x')).rejects.toBeInstanceOf(RedisUnavailableError);
-    await expect(locks.withLock('x', () => 1)).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(locks.acquire('x')).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(locks.withLock('x', () => 1)).rejects.toBeInstanceOf(StoreUnavailableError);
     // Fail closed: a tick is skipped as unavailable, never run unlocked unless asked to.
     expect(await locks.runOnce('nightly', () => 1)).toEqual({ ran: false, reason: 'unavailable' });
     expect(performance.now() - started).toBeLessThan(5_000);
@@ -158,8 +158,8 @@ describe('etcd faults', () => {
       .tryAcquire('odd')
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockError);
-    expect(error).not.toBeInstanceOf(RedisUnavailableError);
-    expect((error as LockError).code).toBe(ErrorCode.STORE);
+    expect(error).not.toBeInstanceOf(StoreUnavailableError);
+    expect((error as LockError).code).toBe(ErrorCode.STORE_ERROR);
     expect((error as Error).message).toMatch(/is not one leasehold wrote/);
   });
 });

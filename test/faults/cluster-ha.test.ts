@@ -31,7 +31,7 @@ import { type RedisServer, randomPrefix, slotOf, startCluster, startRedis, waitF
  * one had been accepted, so no two holders of one name both wrote while both believed they held
  * it (the resource refusing the stale holder is the expected outcome); no two owners of one name
  * were given the same token; every acquire with `wait: W` settled within W + SETTLE_MARGIN, granted
- * or LOCK_TIMEOUT, or REDIS_UNAVAILABLE while a fault lasted; every lock held across the
+ * or LOCK_TIMEOUT, or STORE_UNAVAILABLE while a fault lasted; every lock held across the
  * migration still names its owner or its signal aborted; every lock held on the killed master
  * still names its owner on the promoted replica a ttl after the cluster is whole, or its signal
  * aborted by the end of the validity it was last granted or extended for (one that vanished: within
@@ -42,7 +42,7 @@ import { type RedisServer, randomPrefix, slotOf, startCluster, startRedis, waitF
  *
  * The clients keep their defaults. After the kill, node-redis (and, under this load, sometimes
  * an ioredis client) keeps sending the dead master's slots to it for as long as the load runs:
- * those calls end in REDIS_UNAVAILABLE at commandTimeout, and that client's holders there lose
+ * those calls end in STORE_UNAVAILABLE at commandTimeout, and that client's holders there lose
  * their locks by validity, as the checks above expect. The summary says when each recovered.
  */
 
@@ -231,8 +231,8 @@ function namesInOneSlot(prefix: string, count: number, stem: string): { slot: nu
 
 function classify(error: unknown): Acquisition['outcome'] {
   if (!(error instanceof LockError)) return 'other';
-  if (error.code === ErrorCode.TIMEOUT) return 'timeout';
-  if (error.code === ErrorCode.UNAVAILABLE) return 'unavailable';
+  if (error.code === ErrorCode.LOCK_TIMEOUT) return 'timeout';
+  if (error.code === ErrorCode.STORE_UNAVAILABLE) return 'unavailable';
   return 'other';
 }
 

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Leasehold, type LockLostError, lockKeys, RedisUnavailableError } from '../../src/index.js';
+import { Leasehold, type LockLostError, lockKeys, StoreUnavailableError } from '../../src/index.js';
 import {
   counterToken,
   freePort,
@@ -175,7 +175,7 @@ describe('faults', () => {
     expect(stats).toMatch(/cmdstat_fcall:calls=\d+,.*rejected_calls=1,/);
   });
 
-  it('nothing listening: acquire fails with RedisUnavailableError in bounded time', async () => {
+  it('nothing listening: acquire fails with StoreUnavailableError in bounded time', async () => {
     const port = await freePort();
     const dead = new Redis(port, '127.0.0.1', { lazyConnect: false });
     dead.on('error', () => {});
@@ -184,7 +184,7 @@ describe('faults', () => {
     cleanups.push(() => locks.close());
     const started = performance.now();
     const error = await locks.acquire('x').catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
     expect(performance.now() - started).toBeLessThan(3_000);
   });
 
@@ -193,11 +193,11 @@ describe('faults', () => {
     proxy.blackhole(true);
 
     const started = performance.now();
-    await expect(locks.acquire('settle')).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(locks.acquire('settle')).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(performance.now() - started).toBeLessThan(3_000);
 
     let ran = 0;
-    await expect(locks.withLock('settle', async () => ran++)).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(locks.withLock('settle', async () => ran++)).rejects.toBeInstanceOf(StoreUnavailableError);
     expect(ran).toBe(0);
     expect(await locks.tryWithLock('settle', { whenUnavailable: 'skip' }, async () => ran++)).toEqual({
       ran: false,
@@ -218,7 +218,7 @@ describe('faults', () => {
     const prefix = randomPrefix();
     const { proxy, locks } = await throughProxy(prefix, 200);
     proxy.setLatency(300);
-    await expect(locks.acquire('late', { ttl: 30_000 })).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(locks.acquire('late', { ttl: 30_000 })).rejects.toBeInstanceOf(StoreUnavailableError);
     const key = lockKeys(prefix, 'late').lock;
     // The script ran on the server and took the lock; the late reply triggers the release.
     await waitFor(async () => (await client.exists(key)) === 1, { timeout: 3_000 });

@@ -13,7 +13,7 @@ import {
   MemoryStore,
   type NodeOutcome,
   QuorumError,
-  RedisUnavailableError,
+  StoreUnavailableError,
 } from '../../src/index.js';
 import { mutex } from '../../src/primitives/mutex.js';
 import type { Store } from '../../src/store/port.js';
@@ -279,10 +279,10 @@ describe('Redlock: nodes killed and frozen', () => {
     const locks = redlock(prefix, { ttl: 10_000 });
     for (const i of [0, 1, 2]) servers[i]?.pause();
     const error = await locks.acquire('frozen', { wait: 5_000 }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(RedisUnavailableError);
-    expect((error as QuorumError).code).toBe(ErrorCode.QUORUM);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as QuorumError).code).toBe(ErrorCode.LOCK_QUORUM);
     expect(outcomes(error)).toEqual(['no-answer', 'no-answer', 'no-answer', 'acquired', 'acquired']);
-    expect((error as QuorumError).nodes[0]?.cause).toBeInstanceOf(RedisUnavailableError);
+    expect((error as QuorumError).nodes[0]?.cause).toBeInstanceOf(StoreUnavailableError);
     expect(await owners(prefix, 'frozen', [3, 4])).toEqual([null, null]);
     for (const i of [0, 1, 2]) servers[i]?.resume();
     // Their grants land after the attempt gave up, and are released as they land, well inside the ttl.

@@ -1,7 +1,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, Leasehold, lockKeys, RedisUnavailableError } from '../../src/index.js';
+import { ErrorCode, Leasehold, lockKeys, StoreUnavailableError } from '../../src/index.js';
 import { freePort, randomPrefix, startProxy, startRedis, waitFor } from '../harness/index.js';
 
 /**
@@ -80,9 +80,9 @@ describe('a refused connection fails the first call at once', () => {
       const started = performance.now();
       const error = await locks.acquire('refused').catch((e: unknown) => e);
       const took = performance.now() - started;
-      expect(error).toBeInstanceOf(RedisUnavailableError);
-      expect((error as RedisUnavailableError).code).toBe(ErrorCode.UNAVAILABLE);
-      CAUSES[kind]?.((error as RedisUnavailableError).cause);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
+      expect((error as StoreUnavailableError).code).toBe(ErrorCode.STORE_UNAVAILABLE);
+      CAUSES[kind]?.((error as StoreUnavailableError).cause);
       expect(took).toBeLessThan(PROMPT);
     });
 
@@ -107,7 +107,7 @@ describe('a client that recovers keeps working', () => {
       const port = await freePort();
       const prefix = randomPrefix();
       const locks = leasehold(clientOf(kind, port), prefix);
-      await expect(locks.acquire('later')).rejects.toBeInstanceOf(RedisUnavailableError);
+      await expect(locks.acquire('later')).rejects.toBeInstanceOf(StoreUnavailableError);
 
       const server = await startRedis({ port });
       cleanups.push(() => server.stop());

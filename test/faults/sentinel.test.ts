@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { createSentinel } from 'redis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Backend, Leasehold, Lock, LockTimeoutError, lockKeys, RedisUnavailableError } from '../../src/index.js';
+import { type Backend, Leasehold, Lock, LockTimeoutError, lockKeys, StoreUnavailableError } from '../../src/index.js';
 import { randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
 
 /**
@@ -62,7 +62,7 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
     await waitFor(async () => (await group.replica.command('GET', keys.lock)) === held.owner, { timeout: 5_000 });
 
     // Waiters parked through the failover: one whose wait ends during it, one whose wait outlasts
-    // it. Neither hangs: a waiter whose retry meets the dead master fails with RedisUnavailableError
+    // it. Neither hangs: a waiter whose retry meets the dead master fails with StoreUnavailableError
     // at once (fail closed); one that retries after the promotion is handed the lock.
     const parkedAt = performance.now();
     const short = locks.acquire('invoice', { wait: 2_000 }).then(
@@ -79,7 +79,7 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
     const gaveUp = await short;
     expect(gaveUp).not.toBe('acquired');
     const error = (gaveUp as { error: unknown }).error;
-    expect(error instanceof LockTimeoutError || error instanceof RedisUnavailableError).toBe(true);
+    expect(error instanceof LockTimeoutError || error instanceof StoreUnavailableError).toBe(true);
     expect((gaveUp as { after: number }).after).toBeLessThan(2_000 + 3_000);
     // The lock survived on the promoted replica: nobody else gets it, its owner still releases it.
     await waitFor(async () => (await locks.tryAcquire('invoice').catch(() => undefined)) === null, { timeout: 15_000 });
@@ -92,7 +92,7 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
       last = handed.fencingToken;
       expect(await handed.release()).toBe(true);
     } else {
-      expect(handed).toBeInstanceOf(RedisUnavailableError);
+      expect(handed).toBeInstanceOf(StoreUnavailableError);
     }
     const after = await locks.acquire('invoice', { ttl: 5_000, wait: 5_000 });
     expect(after.fencingToken).toBeGreaterThan(last);

@@ -7,7 +7,7 @@ import {
   Leasehold,
   type LeaseholdOptions,
   LockError,
-  RedisUnavailableError,
+  StoreUnavailableError,
 } from '../../src/index.js';
 import { PostgresStore, type PostgresStoreOptions } from '../../src/store/postgres/postgres-store.js';
 import { migrationSql, schemaNames } from '../../src/store/postgres/schema.js';
@@ -128,8 +128,8 @@ describe('PostgreSQL store', () => {
       const unmigrated = leasehold({ postgres: db.pool, migrate: false }, { prefix });
       const missing = await unmigrated.acquire('x').catch((e: unknown) => e);
       expect(missing).toBeInstanceOf(LockError);
-      expect(missing).not.toBeInstanceOf(RedisUnavailableError);
-      expect((missing as LockError).code).toBe(ErrorCode.STORE);
+      expect(missing).not.toBeInstanceOf(StoreUnavailableError);
+      expect((missing as LockError).code).toBe(ErrorCode.STORE_ERROR);
       expect((missing as Error).message).toMatch(/schema of prefix .* is missing .*migrationSql/);
 
       await db.pool.query(migrationSql(prefix));
@@ -140,7 +140,7 @@ describe('PostgreSQL store', () => {
       const denied = await leasehold(app, { prefix })
         .acquire('x')
         .catch((e: unknown) => e);
-      expect((denied as LockError).code).toBe(ErrorCode.STORE);
+      expect((denied as LockError).code).toBe(ErrorCode.STORE_ERROR);
       expect((denied as Error).message).toMatch(/permission denied.*SQLSTATE 42501/);
 
       const n = schemaNames(prefix);
@@ -310,12 +310,12 @@ describe('PostgreSQL store', () => {
   });
 
   describe('failures', () => {
-    it('nothing listening: acquire fails with RedisUnavailableError in bounded time', async () => {
+    it('nothing listening: acquire fails with StoreUnavailableError in bounded time', async () => {
       const dead = ownPool({ connectionString: `postgres://leasehold@127.0.0.1:${await freePort()}/leasehold` });
       const locks = leasehold(dead, { commandTimeout: 500 });
       const started = performance.now();
       const error = await locks.acquire('x').catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
       expect((error as Error).message).toMatch(/ECONNREFUSED|connect/);
       expect(performance.now() - started).toBeLessThan(3_000);
     });
@@ -326,7 +326,7 @@ describe('PostgreSQL store', () => {
       db.server.pause();
       later(() => db.server.resume());
       const error = await locks.acquire('x').catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
       expect((error as Error).message).toMatch(/no answer .* within 300 ms/);
       db.server.resume();
       await waitFor(async () => (await locks.tryAcquire('y').catch(() => null)) !== null, { timeout: 5_000 });
@@ -337,7 +337,7 @@ describe('PostgreSQL store', () => {
         .acquire('nul\0name', { ...REQUEST, owner: 'o' })
         .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(LockError);
-      expect((error as LockError).code).toBe(ErrorCode.STORE);
+      expect((error as LockError).code).toBe(ErrorCode.STORE_ERROR);
     });
   });
 });

@@ -358,7 +358,7 @@ export function latency(facts: NodeFacts): Finding | null {
       'latency',
       `${summary}: above commandTimeout (${timeout} ms)`,
       [
-        'a call slower than commandTimeout fails with RedisUnavailableError: acquisitions fail and held leases stop being extended.',
+        'a call slower than commandTimeout fails with StoreUnavailableError: acquisitions fail and held leases stop being extended.',
         'run the application near its Redis; if the network is this slow, raise commandTimeout and the ttl with it.',
       ],
       details,

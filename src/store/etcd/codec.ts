@@ -43,7 +43,10 @@ const OUTCOMES: ReadonlySet<string> = new Set(['ok', 'failed', 'done', 'lost', '
 
 function bad(what: string, kv: EtcdKeyValue): LockError {
   const shown = kv.value.toString().slice(0, 80);
-  return new LockError(ErrorCode.STORE, `etcd3: ${what} at ${kv.key.toString()} is not one leasehold wrote: ${shown}`);
+  return new LockError(
+    ErrorCode.STORE_ERROR,
+    `etcd3: ${what} at ${kv.key.toString()} is not one leasehold wrote: ${shown}`,
+  );
 }
 
 function parse(what: string, kv: EtcdKeyValue): Record<string, unknown> {
@@ -118,7 +121,7 @@ export function decodeEnd(kv: EtcdKeyValue): RunEnd {
 export function revision(text: string | undefined, what: string): number {
   const n = Number(text);
   if (text === undefined || !/^\d+$/.test(text) || !Number.isSafeInteger(n)) {
-    throw new LockError(ErrorCode.STORE, `etcd3: ${what} is not a revision: ${String(text)}`);
+    throw new LockError(ErrorCode.STORE_ERROR, `etcd3: ${what} is not a revision: ${String(text)}`);
   }
   return n;
 }

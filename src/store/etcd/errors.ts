@@ -1,4 +1,4 @@
-import { describeError, ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { describeError, ErrorCode, LockError, StoreUnavailableError } from '../../core/errors.js';
 
 /**
  * What an etcd3 error means. etcd3 marks the errors its own fault handling retries (a connection
@@ -38,6 +38,6 @@ export function isLeaseGone(error: unknown): boolean {
 export function storeError(error: unknown, action: string, address: string): LockError {
   if (error instanceof LockError) return error;
   const message = `etcd3: ${action} on ${address} failed: ${describeError(error)}`;
-  if (unavailable(error)) return new RedisUnavailableError(message, { cause: error });
-  return new LockError(ErrorCode.STORE, message, { cause: error });
+  if (unavailable(error)) return new StoreUnavailableError(message, { cause: error });
+  return new LockError(ErrorCode.STORE_ERROR, message, { cause: error });
 }

@@ -64,7 +64,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
 
   #error(error: unknown, action: string): LockError {
     const mapped = storeError(error, action, this.address);
-    if (mapped.code === ErrorCode.UNAVAILABLE) this.#lastError = error;
+    if (mapped.code === ErrorCode.STORE_UNAVAILABLE) this.#lastError = error;
     return mapped;
   }
 
@@ -146,7 +146,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     }
     const first = kvsAt(response, 1, 'acquire')[0];
     const mine = kvsAt(response, 2, 'acquire')[0];
-    if (!mine) throw new LockError(ErrorCode.STORE, 'etcd3: acquire: the key just put is not there');
+    if (!mine) throw new LockError(ErrorCode.STORE_ERROR, 'etcd3: acquire: the key just put is not there');
     const entry = this.#contenders.add(name, r.owner, keys, revision(mine.create_revision, 'a waiter'), waiters, {
       ...granted,
       takenAt: null,

@@ -80,7 +80,7 @@ export function onLease(key: Buffer, lease: string): Compare {
 }
 
 function badReply(what: string): LockError {
-  return new LockError(ErrorCode.STORE, `etcd3: the reply to ${what} has not the shape of a transaction's`);
+  return new LockError(ErrorCode.STORE_ERROR, `etcd3: the reply to ${what} has not the shape of a transaction's`);
 }
 
 /** The range answer at `index` of a transaction's branch. */

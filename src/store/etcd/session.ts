@@ -1,5 +1,5 @@
 import { now } from '../../core/clock.js';
-import { RedisUnavailableError } from '../../core/errors.js';
+import { StoreUnavailableError } from '../../core/errors.js';
 import type { EtcdClient } from './client.js';
 import { isLeaseGone, unavailable } from './errors.js';
 
@@ -124,7 +124,7 @@ export class Session {
       const timer = setTimeout(() => {
         settle();
         stream.cancel();
-        reject(new RedisUnavailableError(`etcd3: no keepalive answer for lease ${this.id} within ${this.ttl} ms`));
+        reject(new StoreUnavailableError(`etcd3: no keepalive answer for lease ${this.id} within ${this.ttl} ms`));
       }, this.ttl);
       let settled = false;
       const settle = () => {
@@ -145,7 +145,7 @@ export class Session {
       stream.on('end', () => {
         if (settled) return;
         settle();
-        reject(new RedisUnavailableError(`etcd3: the keepalive stream of lease ${this.id} ended unanswered`));
+        reject(new StoreUnavailableError(`etcd3: the keepalive stream of lease ${this.id} ended unanswered`));
       });
       stream.write({ ID: this.id });
     });

@@ -1,4 +1,4 @@
-import { describeError, ErrorCode, invalidArgument, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { describeError, ErrorCode, invalidArgument, LockError, StoreUnavailableError } from '../../core/errors.js';
 
 /**
  * A pg `Pool` (`new pg.Pool(…)`). Structural, so pg stays an optional peer: these are the members
@@ -161,14 +161,14 @@ export function storeError(kind: string, address: string, action: string, error:
   const detail = describeError(error);
   const state = sqlState(error);
   if (state !== undefined && !UNAVAILABLE_CODES.test(state)) {
-    return new LockError(ErrorCode.STORE, `${kind}: ${action} failed: ${detail} (SQLSTATE ${state})`, {
+    return new LockError(ErrorCode.STORE_ERROR, `${kind}: ${action} failed: ${detail} (SQLSTATE ${state})`, {
       cause: error,
     });
   }
-  return new RedisUnavailableError(`${kind}: ${action} on ${address} failed: ${detail}`, { cause: error });
+  return new StoreUnavailableError(`${kind}: ${action} on ${address} failed: ${detail}`, { cause: error });
 }
 
 /** A reply that does not have the shape the statement returns: never guessed at. */
 export function badReply(kind: string, action: string, what: string): LockError {
-  return new LockError(ErrorCode.STORE, `${kind}: ${action}: unexpected reply: ${what}`);
+  return new LockError(ErrorCode.STORE_ERROR, `${kind}: ${action}: unexpected reply: ${what}`);
 }

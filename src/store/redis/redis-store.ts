@@ -1,5 +1,5 @@
 import { now } from '../../core/clock.js';
-import { ErrorCode, LockError, RedisUnavailableError } from '../../core/errors.js';
+import { ErrorCode, LockError, StoreUnavailableError } from '../../core/errors.js';
 import { newOwnerToken } from '../../core/owner.js';
 import { ChannelHub } from '../channel-hub.js';
 import type * as Port from '../port.js';
@@ -26,17 +26,19 @@ import { SCRIPTS, type ScriptCall } from './scripts.js';
 export function storeError(connection: RedisConnection, action: string, error: unknown): LockError {
   if (error instanceof LockError) return error;
   if (isReplyError(error) && !isUnavailableReply(error)) {
-    return new LockError(ErrorCode.STORE, `${connection.kind}: ${action} failed: ${error.message}`, { cause: error });
+    return new LockError(ErrorCode.STORE_ERROR, `${connection.kind}: ${action} failed: ${error.message}`, {
+      cause: error,
+    });
   }
   if (isReplyError(error)) {
-    return new RedisUnavailableError(`${connection.kind}: ${action} failed: ${error.message}`, { cause: error });
+    return new StoreUnavailableError(`${connection.kind}: ${action} failed: ${error.message}`, { cause: error });
   }
   const last = connection.lastError();
   const cause = last ?? error;
   const detail = describeError(error);
   const why =
     last === undefined || last === error ? detail : `${detail} (last connection error: ${describeError(last)})`;
-  return new RedisUnavailableError(`${connection.kind}: ${action} on ${connection.address} failed: ${why}`, { cause });
+  return new StoreUnavailableError(`${connection.kind}: ${action} on ${connection.address} failed: ${why}`, { cause });
 }
 
 /** A prefix as a literal inside a SCAN pattern: glob characters in it match only themselves. */
@@ -122,7 +124,7 @@ export class RedisStore
     // A client whose reconnections are being refused would only queue the call: say so at once.
     const down = this.#connection.down();
     if (down) {
-      const error = new RedisUnavailableError(`${this.kind}: ${script.name} failed: ${down.message}`, {
+      const error = new StoreUnavailableError(`${this.kind}: ${script.name} failed: ${down.message}`, {
         cause: down.cause ?? down,
       });
       return Promise.reject(error);
@@ -263,7 +265,10 @@ export class RedisStore
   async *scanLocks(match: string, count: number): AsyncGenerator<string> {
     if (this.#connection.cluster) {
       // A keyless script runs on whichever node the client picks: it would list one shard's locks.
-      throw new LockError(ErrorCode.STORE, `${this.kind}: listing locks is supported on a standalone server only`);
+      throw new LockError(
+        ErrorCode.STORE_ERROR,
+        `${this.kind}: listing locks is supported on a standalone server only`,
+      );
     }
     const pattern = `${globLiteral(this.#prefix)}:{${match}}`;
     // SCAN may return a key twice across pages; callers get each name once.

@@ -122,7 +122,7 @@ export function storedRun(member: unknown): StoredRun {
     typeof r.instance !== 'string' ||
     !(OUTCOMES as readonly unknown[]).includes(r.outcome)
   ) {
-    throw new LockError(ErrorCode.STORE, `unexpected run record in the job history: ${JSON.stringify(member)}`);
+    throw new LockError(ErrorCode.STORE_ERROR, `unexpected run record in the job history: ${JSON.stringify(member)}`);
   }
   return {
     fence: r.fence as number,

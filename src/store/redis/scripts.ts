@@ -152,7 +152,7 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
           return reply.decode(raw);
         } catch (error) {
           if (!(error instanceof BadReply)) throw error;
-          throw new LockError(ErrorCode.STORE, `unexpected reply from ${name}: ${JSON.stringify(raw)}`);
+          throw new LockError(ErrorCode.STORE_ERROR, `unexpected reply from ${name}: ${JSON.stringify(raw)}`);
         }
       },
     },

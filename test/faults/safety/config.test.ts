@@ -3,7 +3,7 @@ import { createClient } from 'redis';
 import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
 import type { Backend } from '../../../src/index.js';
-import { ErrorCode, Leasehold, LockError, RedisUnavailableError } from '../../../src/index.js';
+import { ErrorCode, Leasehold, LockError, StoreUnavailableError } from '../../../src/index.js';
 import { isReplyError } from '../../../src/store/redis/connection.js';
 import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
@@ -73,7 +73,7 @@ describe('the eviction policy is checked on first use', () => {
     defer(() => locks.close());
     const error = await locks.acquire('a').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockError);
-    expect(error).not.toBeInstanceOf(RedisUnavailableError);
+    expect(error).not.toBeInstanceOf(StoreUnavailableError);
     expect((error as LockError).code).toBe(ErrorCode.UNSAFE_CONFIG);
     expect((error as Error).message).toMatch(/maxmemory-policy allkeys-lru.*noeviction/);
     await expect(locks.tryWithLock('a', { whenUnavailable: 'run' }, () => 1)).rejects.toMatchObject({
@@ -118,15 +118,15 @@ describe.each(clients)('%s: an error reply from a live server is never "unavaila
     defer(() => locks.close());
     const error = await locks.acquire('order:1').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LockError);
-    expect(error).not.toBeInstanceOf(RedisUnavailableError);
-    expect((error as LockError).code).toBe(ErrorCode.STORE);
+    expect(error).not.toBeInstanceOf(StoreUnavailableError);
+    expect((error as LockError).code).toBe(ErrorCode.STORE_ERROR);
     expect((error as Error).message).toMatch(/OOM/);
     let ran = false;
     await expect(
       locks.withLock('order:1', { whenUnavailable: 'run' }, () => {
         ran = true;
       }),
-    ).rejects.toMatchObject({ code: ErrorCode.STORE });
+    ).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR });
     expect(ran).toBe(false);
   });
 });
@@ -168,7 +168,7 @@ describe.each(clients)('%s: a server that went away', (_label, connect) => {
     const started = now();
     const error = await locks.acquire('x').catch((e: unknown) => e);
     expect(now() - started).toBeLessThan(2_000);
-    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
     expect((error as Error).message).toContain(`127.0.0.1:${server.port}`);
     expect((error as Error).message).toMatch(/ECONNREFUSED/);
     const cause = (error as Error).cause as { code?: string; errors?: { code?: string }[] } | undefined;
@@ -186,7 +186,7 @@ describe('a port nobody listens on', () => {
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));
       const error = await locks.acquire('x').catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toBeInstanceOf(StoreUnavailableError);
       expect((error as Error).message).toContain(`127.0.0.1:${port}`);
       expect((error as Error).cause).toBeDefined();
     } finally {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { backoff } from '../../../src/core/backoff.js';
 import { DEFAULTS } from '../../../src/core/defaults.js';
-import { ErrorCode, LockError, QuorumError, RedisUnavailableError } from '../../../src/core/errors.js';
+import { ErrorCode, LockError, QuorumError, StoreUnavailableError } from '../../../src/core/errors.js';
 import {
   countVote,
   emptyTally,
@@ -166,16 +166,16 @@ describe('backoff', () => {
 });
 
 describe('QuorumError', () => {
-  it('is a RedisUnavailableError with its own code and every node outcome', () => {
+  it('is a StoreUnavailableError with its own code and every node outcome', () => {
     const cause = new Error('ECONNREFUSED');
     const error = new QuorumError('job', 'acquire', 3, [
       { node: 0, outcome: 'acquired' },
       { node: 1, outcome: 'error', cause },
       { node: 2, outcome: 'no-answer' },
     ]);
-    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
     expect(error).toBeInstanceOf(LockError);
-    expect(error.code).toBe(ErrorCode.QUORUM);
+    expect(error.code).toBe(ErrorCode.LOCK_QUORUM);
     expect(error.name).toBe('QuorumError');
     expect(error.message).toBe('acquire "job" reached no quorum of 3: #0:acquired #1:error #2:no-answer');
     expect(error.nodes[1]?.cause).toBe(cause);

@@ -10,7 +10,7 @@ import {
   LockError,
   LockLostError,
   MemoryStore,
-  RedisUnavailableError,
+  StoreUnavailableError,
 } from '../../../src/index.js';
 import type { ClaimReply, ClaimRequest } from '../../../src/store/port.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
@@ -47,9 +47,9 @@ function cluster(n: number, store = new MemoryStore()): Leasehold[] {
 class FlakyStore extends MemoryStore {
   mode: 'up' | 'down' | 'hang' | 'error' = 'up';
   override claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
-    if (this.mode === 'down') return Promise.reject(new RedisUnavailableError('memory: connection refused'));
+    if (this.mode === 'down') return Promise.reject(new StoreUnavailableError('memory: connection refused'));
     if (this.mode === 'hang') return new Promise(() => {});
-    if (this.mode === 'error') return Promise.reject(new LockError(ErrorCode.STORE, 'WRONGTYPE'));
+    if (this.mode === 'error') return Promise.reject(new LockError(ErrorCode.STORE_ERROR, 'WRONGTYPE'));
     return super.claimTick(name, request);
   }
 }
@@ -357,7 +357,7 @@ describe('whenUnavailable and backend errors', () => {
     await Promise.all([closed.stop(), open.stop()]);
     expect(closedRan).toBe(0);
     expect(skipped.every((s) => s.name === 'fail-closed' && s.reason === 'unavailable')).toBe(true);
-    expect(skipped[0]?.error).toBeInstanceOf(RedisUnavailableError);
+    expect(skipped[0]?.error).toBeInstanceOf(StoreUnavailableError);
     expect(runs.every((r) => r.name === 'idempotent' && r.fencingToken === null)).toBe(true);
 
     expect(await locks.runOnce('once', () => 1)).toEqual({ ran: false, reason: 'unavailable' });

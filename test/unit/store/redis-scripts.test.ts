@@ -185,7 +185,7 @@ describe('each script’s declaration matches its header', () => {
           return undefined;
         })();
         expect(error).toBeInstanceOf(LockError);
-        expect((error as LockError).code).toBe(ErrorCode.STORE);
+        expect((error as LockError).code).toBe(ErrorCode.STORE_ERROR);
         expect((error as Error).message).toContain(`unexpected reply from ${script.name}`);
       }
     },
