@@ -187,6 +187,28 @@ describe('scheduled jobs across processes', () => {
     expect(reasons.has('already-ran')).toBe(true);
   }, 30_000);
 
+  it('every process paused across a tick: its claim lands 700 ms late, lockAtLeastFor reaches past the next tick, and every tick still runs once', async () => {
+    const prefix = randomPrefix();
+    const config = { job: 'late', every: 1_000, lockAtMostFor: 3_000, lockAtLeastFor: 500, taskMs: 20 };
+    const all = await start(prefix, [config, config, config]);
+    const late = (Math.floor(Date.now() / config.every) + 2) * config.every;
+    await sleep(late - 100 - Date.now());
+    for (const w of all) w.process.kill('SIGSTOP');
+    await sleep(late + 700 - Date.now());
+    for (const w of all) w.process.kill('SIGCONT');
+    await runFor(late + 3_500 - Date.now(), all);
+
+    const perTick = runsPerTick(all, config.every);
+    expect(perTick.map((t) => t.tick)).toEqual(expect.arrayContaining([late, late + 1_000, late + 2_000]));
+    expect(perTick.filter((t) => t.runs !== 1)).toEqual([]);
+    // The late run's claim (server time) kept the lock past the next tick, which took it over.
+    const history = await observer(prefix).jobHistory('late');
+    const lateRun = history.find((r) => r.tick?.getTime() === late);
+    expect((lateRun?.startedAt.getTime() ?? 0) + config.lockAtLeastFor).toBeGreaterThan(late + config.every);
+    const fences = history.map((r) => r.fencingToken);
+    expect(fences).toEqual([...fences].sort((a, b) => b - a));
+  }, 30_000);
+
   it('negative control: a plain lock per tick, without tick identity, runs ticks twice under offset clocks', async () => {
     const prefix = randomPrefix();
     const config = { job: 'settle', every: 500, lockAtMostFor: 2_000, taskMs: 50, mode: 'naive' as const };

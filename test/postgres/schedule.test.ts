@@ -146,6 +146,31 @@ describe('scheduled jobs on PostgreSQL', () => {
       expect(perTick.filter((n) => n !== 1)).toEqual([]);
     }, 30_000);
 
+    it('every process paused across a tick: its claim lands 700 ms late, lockAtLeastFor reaches past the next tick, and every tick still runs once', async () => {
+      const prefix = randomPrefix();
+      const config = { job: 'late', every: 1_000, lockAtMostFor: 3_000, lockAtLeastFor: 500, taskMs: 20 };
+      const reports = await start(prefix, 3, config);
+      const late = (Math.floor(Date.now() / config.every) + 2) * config.every;
+      await sleep(late - 100 - Date.now());
+      for (const worker of workers) worker.kill('SIGSTOP');
+      await sleep(late + 700 - Date.now());
+      for (const worker of workers) worker.kill('SIGCONT');
+      await sleep(late + 3_500 - Date.now());
+      await Promise.all(workers.splice(0).map(stopScheduleWorker));
+
+      for (const tick of [late, late + 1_000, late + 2_000]) {
+        const fired = reports.map((mine) => mine.filter((r) => r.tick === tick && (r.e === 'start' || r.e === 'skip')));
+        expect(fired.map((mine) => mine.length)).toEqual([1, 1, 1]);
+        expect(fired.flat().filter((r) => r.e === 'start')).toHaveLength(1);
+      }
+      // The late run's claim (server time) kept the lock past the next tick, which took it over.
+      const history = (await instances(prefix, 1)[0]?.jobHistory('late')) ?? [];
+      const lateRun = history.find((r) => r.tick?.getTime() === late);
+      expect((lateRun?.startedAt.getTime() ?? 0) + config.lockAtLeastFor).toBeGreaterThan(late + config.every);
+      const fences = history.map((r) => r.fencingToken);
+      expect(fences).toEqual([...fences].sort((x, y) => y - x));
+    }, 30_000);
+
     it('kill -9 of the process running a task: nobody reruns that tick, a later one runs elsewhere, the run is abandoned', async () => {
       const prefix = randomPrefix();
       const reports = await start(prefix, 3, { job: 'report', every: 800, lockAtMostFor: 600, taskMs: 400 });

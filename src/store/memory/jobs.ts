@@ -1,6 +1,19 @@
 import type { ClaimReply, ClaimRequest, FinishReply, FinishRequest, JobState } from '../port.js';
 import { type LockRecord, left } from './record.js';
 
+/**
+ * Whether the job's lease is only kept by lockAtLeastFor for a run of a tick before `tick`, with
+ * nobody queued behind it (lua/claim-tick.lua's kept_for): the grant the counter records is the
+ * lease's, and its run finished. A plain lock, shared holds, a run still running or one without a
+ * tick: false.
+ */
+function keptFor(job: LockRecord, tick: number): boolean {
+  const lease = job.lease;
+  if (!lease || job.reservation || lease.flagged || lease.owner.startsWith('^') || job.fence === 0) return false;
+  const run = job.runs.find((r) => r.fence === job.fence);
+  return run !== undefined && run.outcome !== 'running' && run.tick !== null && run.tick < tick;
+}
+
 /** Claim one tick of the job whose record this is, as lua/claim-tick.lua does. */
 export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
   if (job.lease?.owner === request.owner) {
@@ -14,7 +27,12 @@ export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
       return { claimed: false, reason: 'already-ran', lastTick: job.tick };
   }
   const blocker = job.lease ?? job.reservation;
-  if (blocker) return { claimed: false, reason: 'locked', pttl: left(blocker) };
+  if (blocker) {
+    // A later tick takes over a lock only kept by lockAtLeastFor; the tick check above keeps each tick to one run.
+    if (request.tick === null || !keptFor(job, request.tick))
+      return { claimed: false, reason: 'locked', pttl: left(blocker) };
+    job.free(false);
+  }
   const fence = job.grant(request.owner, request.ttl, 0, request.instance, request.fenceRetention);
   const startedAt = job.holder?.takenAt ?? at;
   if (request.tick !== null) job.tick = request.tick;

@@ -19,7 +19,7 @@ import { invalidArgument } from '../../core/errors.js';
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 2';
+export const SCHEMA_VERSION = 'leasehold postgres schema 3';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -339,8 +339,10 @@ END`,
     // Claim one tick of a job: refused when its tick lies more than p_tolerance ms ahead of the
     // server's clock (-2, now), when a tick at or after it was claimed (-1, last tick), when the
     // lock is held or reserved (0, ms left); else take the lock as acquire does, record the tick
-    // and a running run (1, token, the server's time of the claim in ms). A re-sent claim finds
-    // the lock its own and gets its claim back.
+    // and a running run (1, token, the server's time of the claim in ms). A lock only kept by
+    // lockAtLeastFor (held, nobody flagged behind it, and the run its token belongs to finished)
+    // for a run of an earlier tick does not refuse a claim with a tick: that claim takes it over.
+    // A re-sent claim finds the lock its own and gets its claim back.
     fn(
       n.fn.claimTick,
       'p_name text, p_owner text, p_ttl bigint, p_tick bigint, p_instance text, p_history integer, ' +
@@ -359,7 +361,11 @@ BEGIN
     IF p_tick > now_ms + p_tolerance THEN code := -2; value := now_ms; RETURN; END IF;
     IF r.tick >= p_tick THEN code := -1; value := r.tick; RETURN; END IF;
   END IF;
-  IF r.expires_at > t THEN code := 0; value := ${left('r.expires_at')}; RETURN; END IF;
+  IF r.expires_at > t AND NOT (p_tick IS NOT NULL AND ${held} AND NOT r.flagged AND EXISTS (
+    SELECT 1 FROM ${runs} WHERE name = p_name AND fence = r.fence AND outcome <> 'running' AND tick < p_tick))
+  THEN
+    code := 0; value := ${left('r.expires_at')}; RETURN;
+  END IF;
   token := greatest(nextval(${n.fenceLiteral}), r.fence + 1);
   UPDATE ${locks} SET owner = p_owner, reserved = false, flagged = false,
     expires_at = t + p_ttl * ${MS}, fence = token, taken_at = t, instance = p_instance, released_by = NULL,

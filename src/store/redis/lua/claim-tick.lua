@@ -2,6 +2,8 @@
 -- this tick or a later one was already claimed, or the tick lies in the future by the server's
 -- clock; record the tick and a 'running' history entry, in one step. The lock is taken as acquire
 -- takes it (take, lib/lease.lua), so a job's lock and a mutex of the same name are one lock.
+-- A lock only kept by lockAtLeastFor (its run finished: finish-tick.lua) does not refuse the claim
+-- of a later tick: that claim takes it over, when nobody is queued behind it (see kept_for below).
 -- Idempotent per owner token: a re-sent claim gets its claim back.
 -- include: lib/lease.lua
 -- KEYS[1]  lock key        (value: see lib/lease.lua; PX: lockAtMostFor)
@@ -25,6 +27,29 @@ local owner = ARGV[1]
 local held = redis.call('GET', KEYS[1])
 local now_us, stamp = server_now()
 local tick = ARGV[3]
+
+-- Whether lock value `value` (held by another owner) is only kept by lockAtLeastFor for a run of
+-- an earlier tick than `tick`, with nobody queued behind it. The grant the fencing counter records
+-- is the holder's; its run record in the history tells whether that run finished, and its tick.
+-- A plain lock, a shared hold, a reservation, a run still running or one without a tick: false.
+local function kept_for(value, tick)
+  local holder, flagged = read_lock(value)
+  if holder == nil or flagged or string.byte(holder, 1) == 94 then
+    return false
+  end
+  local token = fence_of(redis.call('GET', KEYS[2]))
+  if token == 0 then
+    return false
+  end
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], int(token), int(token))) do
+    local run = cjson.decode(member)
+    if run.outcome ~= 'running' and type(run.tick) == 'number' and run.tick < tonumber(tick) then
+      return true
+    end
+  end
+  return false
+end
+
 -- A re-sent claim finds the lock its own (take reads its grant back): the checks are for a new one.
 if read_lock(held) ~= owner then
   local now = math.floor(now_us / 1000)
@@ -38,7 +63,11 @@ if read_lock(held) ~= owner then
     end
   end
   if held then
-    return {0, redis.call('PTTL', KEYS[1])}
+    if tick == '' or not kept_for(held, tick) then
+      return {0, redis.call('PTTL', KEYS[1])}
+    end
+    -- The tick marker, checked above in this same step, keeps each tick to one run.
+    redis.call('DEL', KEYS[1])
   end
 end
 local token, taken_us, fresh = take(KEYS[1], KEYS[2], owner, ARGV[2], 0, ARGV[4], ARGV[6], now_us, stamp)

@@ -1,7 +1,8 @@
 -- finish-tick: record how a run ended, then end its lease while honouring lockAtLeastFor; a lease
 -- that ends is handed on exactly as release hands on a lock (lib/hand-on.lua). Idempotent per owner
 -- token: the record is written once, and a re-sent finish of a released lease answers released
--- (until another owner takes the lock).
+-- (until another owner takes the lock). The run's record is written before the lease is kept: a
+-- claim of a later tick reads it there and takes over a lease only kept (claim-tick.lua).
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
