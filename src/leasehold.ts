@@ -2,218 +2,60 @@ import { EventEmitter, setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { AcquireLoop } from './core/acquire-loop.js';
 import { now } from './core/clock.js';
-import { DEFAULTS, type UnsafeConfig, type WhenUnavailable } from './core/defaults.js';
+import { DEFAULTS } from './core/defaults.js';
 import { type AcquireContext, channels, outcomeOf, trace, traced, tracing } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
-import {
-  closedError,
-  invalidArgument,
-  type LockLostError,
-  LockTimeoutError,
-  StoreUnavailableError,
-  workFailure,
-} from './core/errors.js';
+import { closedError, LockTimeoutError, StoreUnavailableError, workFailure } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
 import { Lock, type LockContext } from './core/lock.js';
 import { NEVER_ABORTED } from './core/never-aborted.js';
 import { newOwnerToken } from './core/owner.js';
 import * as validate from './core/validate.js';
 import { WaitQueues } from './core/waiting.js';
-import { JobLock } from './primitives/job-lock.js';
+import type { BackendOperation, LeaseholdEvents } from './facade/events.js';
+import {
+  type AcquireAllOptions,
+  type AcquireOptions,
+  type CallDefaults,
+  type EntryPoint,
+  LEASEHOLD_KEYS,
+  type LeadOptions,
+  type LeaseholdOptions,
+  OPTION_KEYS,
+  type Resolved,
+  resolveCall,
+  TRY_WHEN_UNAVAILABLE,
+  type TryAcquireOptions,
+  type TryResult,
+  type TryWithLockOptions,
+  type WithLockOptions,
+  type Work,
+} from './facade/options.js';
 import { Leadership } from './primitives/leadership.js';
 import { MultiLock } from './primitives/multi-lock.js';
-import { mutex } from './primitives/mutex.js';
 import { Reentrancy } from './primitives/reentrant.js';
-import { semaphore, sharedMode } from './primitives/shared.js';
 import type { RunRecord } from './schedule/history.js';
 import type { Job } from './schedule/job.js';
 import type { NodeCronCoordinator } from './schedule/node-cron.js';
 import type { NodeCronCoordinatorOptions, RunOnceOptions, ScheduleOptions } from './schedule/options.js';
 import { Scheduler } from './schedule/scheduler.js';
-import type { JobEvents, JobTask, RunOnceResult } from './schedule/types.js';
-import { EvictionCheck } from './store/eviction-check.js';
-import { type HandOn, type JobStore, portsOf, type Store } from './store/port.js';
-import { type Backend, resolveStore } from './store/registry.js';
-import { Quorum } from './topology/quorum.js';
-import { type Replication, Single } from './topology/single.js';
+import type { JobTask, RunOnceResult } from './schedule/types.js';
+import type { Backend } from './store/registry.js';
+import { Engines } from './topology/engines.js';
 
-/** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
-export interface LeaseholdOptions {
-  /** Prefix of every key and channel. Default `'leasehold'`. */
-  prefix?: string;
-  /** Default lease length in ms for this instance, at least 4 (see `driftFactor`). Default 30_000. */
-  ttl?: number;
-  /** Default ms `acquire` waits for a held lock. Default 10_000. */
-  wait?: number;
-  /** Default for the watchdog (extend every ttl/3 while held). Default true. */
-  autoExtend?: boolean;
-  /** A backend call unanswered after this many ms fails with StoreUnavailableError. Default 2_000. */
-  commandTimeout?: number;
-  /** Fraction of the ttl subtracted from the client's view of validity for clock drift. Default 0.01. */
-  driftFactor?: number;
-  /** This instance's label, recorded next to every lease it takes (`inspect` shows it). Default `` `${os.hostname()}:${process.pid}` ``. */
-  instance?: string;
-  /**
-   * ms a lock's fencing counter is kept after its last grant. Tokens never fall below the server's
-   * clock in µs, so an expired (or lost) counter cannot repeat a token. Default 604_800_000 (7 days).
-   */
-  fenceRetention?: number;
-  /**
-   * When the server's eviction policy can drop lock keys (anything but `maxmemory-policy
-   * noeviction`): `'warn'` emits one process warning (code `LEASEHOLD_EVICTION_POLICY`), `'refuse'`
-   * rejects acquisitions with a LockError of code `UNSAFE_CONFIG`, `'ignore'` skips the check.
-   * Checked once, on first use. Default `'warn'`.
-   */
-  unsafeConfig?: UnsafeConfig;
-  /**
-   * Replica acknowledgement: after each grant and extension, wait until this many replicas have it
-   * (Redis WAIT, or WAITAOF with `durability: 'aof'`; on a Cluster, on the node that owns the lock's
-   * slot). Fewer within `replicaTimeout` gives the grant back and rejects with NotReplicatedError
-   * (code NOT_REPLICATED), or with `whenNotReplicated: 'keep'` keeps it, flagged on `lock.replicas`.
-   * Not on Redlock or the memory store. Default 0 (no waiting: replication stays asynchronous).
-   */
-  replicas?: number;
-  /** ms a grant or an extension waits for the replicas. Default 100. */
-  replicaTimeout?: number;
-  /** What confirms a write: `'replicas'` (in their memory) or `'aof'` (fsynced to the server's and the replicas' AOF). Default `'replicas'`. */
-  durability?: 'replicas' | 'aof';
-  /** A short confirmation: `'fail'` gives the grant back and rejects; `'keep'` keeps it, `lock.replicas` says how many confirmed. Default `'fail'`. */
-  whenNotReplicated?: 'fail' | 'keep';
-  /** Redlock: how many nodes must agree. Default ⌊N/2⌋+1. */
-  quorum?: number;
-  /**
-   * Redlock: ms one node has to answer one call before it counts as failed, so a slow or frozen
-   * node costs little of the lease. Default min(500, ttl / 10, commandTimeout).
-   */
-  nodeTimeout?: number;
-}
-
-export interface AcquireOptions {
-  /** Lease length in ms: at least 4, the least that leaves validity after the drift margin. Default 30_000 (or the instance's `ttl`). */
-  ttl?: number;
-  /** ms to wait while another owner holds the lock; 0 tries once. Default 10_000 (or the instance's `wait`). */
-  wait?: number;
-  /** Aborts the wait: `acquire` rejects with the signal's reason and leaves nothing behind. */
-  signal?: AbortSignal;
-  /** Extend the lease every ttl/3 while held. Default true (or the instance's `autoExtend`). */
-  autoExtend?: boolean;
-  /**
-   * Reentrant: inside the work of a reentrant `withLock` / `tryWithLock` of `name` on this
-   * Leasehold (its async context), return at once another hold of the same lease (same owner and
-   * fencingToken, `holdCount` one higher; the lease ends when every hold is released). From any
-   * other async context it waits like any acquisition. Default false.
-   */
-  reentrant?: boolean;
-  /**
-   * A counting semaphore: at most `limit` holders of `name` at once (an integer ≥ 1), each with its
-   * own lease, owner and fencing token, waiting in arrival order; a lease that runs out frees its
-   * permit. Every acquisition of the name must give the limit it is held with (INVALID_ARGUMENT
-   * names both otherwise). One store only (not Redlock). Default: none, a mutex.
-   */
-  limit?: number;
-  /**
-   * A read-write lock: `'shared'` holders coexist; an `'exclusive'` holder excludes all (it is the
-   * mutex of the same name, so a plain acquire excludes shared holders and they exclude it). Writers
-   * are not starved: once an exclusive waiter is queued, later shared requests queue behind it, and
-   * the shared waiters at the head of the queue are admitted together. One store only (not Redlock).
-   * Default `'exclusive'`.
-   */
-  mode?: validate.LockMode;
-  /** Replica acknowledgement for this call, over the instance's (see LeaseholdOptions.replicas); 0 turns it off. */
-  replicas?: number;
-  replicaTimeout?: number;
-  durability?: 'replicas' | 'aof';
-  whenNotReplicated?: 'fail' | 'keep';
-}
-
-export type TryAcquireOptions = Omit<AcquireOptions, 'wait'>;
-
-/** Options of `acquireAll` / `withLocks`: several exclusive locks, each with its own lease. */
-export type AcquireAllOptions = Omit<AcquireOptions, 'reentrant' | 'limit' | 'mode'>;
-
-/** Options of `lead`: the lease of each term, and how long stop() waits for the term's work. */
-export interface LeadOptions extends Pick<AcquireOptions, 'ttl' | 'autoExtend'> {
-  /**
-   * ms `stop()` (and a lost term) waits for the term's work to settle after its signal aborted,
-   * before the lock is released anyway and the overrun reported. Default 30_000.
-   */
-  stopTimeout?: number;
-}
-
-export interface WithLockOptions extends AcquireOptions {
-  /**
-   * When the backend is unreachable: `'fail'` rejects with StoreUnavailableError (fail closed: for
-   * work that must not run twice); `'skip'` does not run the work; `'run'` runs it unlocked (for
-   * idempotent work only; `lock` is then null). Default `'fail'`.
-   */
-  whenUnavailable?: WhenUnavailable;
-}
-
-export type TryWithLockOptions = Omit<WithLockOptions, 'wait'>;
-
-export type TryResult<T> = { ran: true; value: T } | { ran: false; reason: 'locked' | 'unavailable' };
-
-/** The work run under a lock: `signal` aborts if the lease is lost. */
-export type Work<T, L = Lock> = (signal: AbortSignal, lock: L) => Promise<T> | T;
-
-export interface LockEvent {
-  readonly name: string;
-  readonly fencingToken: number;
-}
-
-/**
- * What leasehold was doing when a background call to the backend failed:
- * - `acquire`, `extend`, `release`: that call on one Redlock node (the call itself may still succeed on a quorum);
- * - `wait`: listening for releases while an acquire waits (the subscriber connection);
- * - `leave-queue`: an acquire that gave up (timed out, aborted, closed) leaving the waiters' queue;
- * - `check-eviction-policy`: reading the server's `maxmemory-policy` (see `unsafeConfig`);
- * - `close`: `close()` stopping a connection leasehold opened (a subscriber).
- */
-export type BackendOperation =
-  | 'acquire'
-  | 'extend'
-  | 'release'
-  | 'wait'
-  | 'leave-queue'
-  | 'check-eviction-policy'
-  | 'close';
-
-/** The actions a Redlock node's call is reported under, in the words of BackendOperation. */
-const REDLOCK_OPERATIONS: Readonly<Record<string, BackendOperation>> = {
-  acquire: 'acquire',
-  'raise-fence': 'acquire',
-  extend: 'extend',
-  release: 'release',
-  subscribe: 'wait',
-  close: 'close',
-};
-
-/** Events a Leasehold instance emits. No event is called 'error': a missing listener never crashes the process. */
-export interface LeaseholdEvents {
-  acquired: [LockEvent & { readonly waited: number }];
-  released: [LockEvent & { readonly released: boolean }];
-  extended: [LockEvent & { readonly expiresIn: number }];
-  lost: [LockEvent & { readonly error: LockLostError }];
-  /** A watchdog extension failed; it retries until the lease's validity runs out. */
-  extendFailed: [LockEvent & { readonly error: unknown }];
-  /** withLock could not release after the work (the lease then ends by its ttl). */
-  releaseFailed: [LockEvent & { readonly error: unknown }];
-  /**
-   * A background failure, not thrown to any caller: the subscriber connection, a waiter leaving the
-   * queue, the eviction-policy check, one Redlock node's call. `operation` says which, in the words
-   * of the API.
-   */
-  backendError: [{ readonly error: unknown; readonly operation: BackendOperation }];
-  /** Scheduler: a run's task finished without throwing. */
-  jobRun: JobEvents['jobRun'];
-  /** Scheduler: a tick did not run on this instance (`reason`: locked, already-ran, unavailable, error). */
-  jobSkipped: JobEvents['jobSkipped'];
-  /** Scheduler: a run's task threw; the job carries on with its next tick. */
-  jobFailed: JobEvents['jobFailed'];
-  /** Scheduler: a run's lease was lost while its task ran (its signal aborted). */
-  jobLost: JobEvents['jobLost'];
-}
+export type { BackendOperation, LeaseholdEvents, LockEvent } from './facade/events.js';
+export type {
+  AcquireAllOptions,
+  AcquireOptions,
+  LeadOptions,
+  LeaseholdOptions,
+  TryAcquireOptions,
+  TryResult,
+  TryWithLockOptions,
+  WithLockOptions,
+  Work,
+} from './facade/options.js';
 
 function closingController(): AbortController {
   const controller = new AbortController();
@@ -226,71 +68,6 @@ function defaultInstance(): string {
   return `${hostname()}:${process.pid}`;
 }
 
-const TRY_WHEN_UNAVAILABLE: readonly WhenUnavailable[] = ['fail', 'skip', 'run'];
-
-/** The options each entry point takes: any other key is refused, naming it. */
-const LEASEHOLD_KEYS = [
-  'prefix',
-  'ttl',
-  'wait',
-  'autoExtend',
-  'commandTimeout',
-  'driftFactor',
-  'instance',
-  'fenceRetention',
-  'unsafeConfig',
-  'replicas',
-  'replicaTimeout',
-  'durability',
-  'whenNotReplicated',
-  'quorum',
-  'nodeTimeout',
-] as const satisfies readonly (keyof LeaseholdOptions)[];
-const ALL_KEYS = [
-  'ttl',
-  'wait',
-  'signal',
-  'autoExtend',
-  'replicas',
-  'replicaTimeout',
-  'durability',
-  'whenNotReplicated',
-] as const satisfies readonly (keyof AcquireAllOptions)[];
-const ACQUIRE_KEYS = [...ALL_KEYS, 'reentrant', 'limit', 'mode'] as const satisfies readonly (keyof AcquireOptions)[];
-const WITH_LOCK_KEYS = [...ACQUIRE_KEYS, 'whenUnavailable'] as const satisfies readonly (keyof WithLockOptions)[];
-const LEAD_KEYS = ['ttl', 'autoExtend', 'stopTimeout'] as const satisfies readonly (keyof LeadOptions)[];
-const withoutWait = (keys: readonly string[]): readonly string[] => keys.filter((k) => k !== 'wait');
-const OPTION_KEYS = {
-  acquire: ACQUIRE_KEYS,
-  tryAcquire: withoutWait(ACQUIRE_KEYS),
-  withLock: WITH_LOCK_KEYS,
-  tryWithLock: withoutWait(WITH_LOCK_KEYS),
-  acquireAll: ALL_KEYS,
-  withLocks: ALL_KEYS,
-  lead: LEAD_KEYS,
-} as const;
-type EntryPoint = keyof typeof OPTION_KEYS;
-
-/** A call that turns replica acknowledgement off (`replicas: 0`) on an instance that has it on. */
-const NO_REPLICATION: Replication = Object.freeze({
-  replicas: 0,
-  timeout: 0,
-  durability: 'replicas',
-  whenShort: 'keep',
-});
-
-function replicasOnRedlock(): Error {
-  return invalidArgument(
-    '`replicas` is for one deployment with replicas (Sentinel, a Cluster): Redlock rests on independent ' +
-      'masters instead, and a grant there is confirmed by a quorum of them',
-  );
-}
-
-/** Why a Redlock instance runs no jobs. */
-const NO_JOBS_ON_REDLOCK =
-  'scheduled jobs need a Leasehold on one store (a Redis client, a Redis Cluster or a MemoryStore); ' +
-  'this instance is Redlock over several independent masters, where a tick marker has no single home';
-
 /** An engine's attempt that won the lock. */
 type Granted = Extract<Attempt, { acquired: true }>;
 
@@ -300,40 +77,10 @@ type Taken<T> =
   | { readonly kind: 'skip' }
   | { readonly kind: 'unlocked'; readonly work: Work<T, Lock | null> };
 
-interface Resolved {
-  readonly ttl: number;
-  readonly wait: number;
-  readonly autoExtend: boolean;
-  readonly signal: AbortSignal | undefined;
-  readonly reentrant: boolean;
-  /** A semaphore's permits, or undefined. */
-  readonly limit: number | undefined;
-  readonly mode: validate.LockMode;
-  /** The call's own replica acknowledgement, when it set any of the options; else the instance's applies. */
-  readonly replication: Replication | undefined;
-}
-
-/** A primitive's engine on this instance, and the context its Lock handles call back through. */
-interface Variant {
-  readonly kind: string;
-  readonly engine: LockEngine;
-  readonly context: LockContext;
-}
-
-/** Why Redlock runs no lock of several holders, by what the call asked for. */
-function notOnRedlock(limit: number | 'shared'): Error {
-  if (limit === 'shared') {
-    return invalidArgument(
-      "`mode: 'shared'` (a read-write lock) is not available on Redlock: its waiters do not queue on the " +
-        'masters, and writer preference rests on that queue (a stream of readers would starve writers); ' +
-        'use one Redis, a Redis Cluster or a MemoryStore',
-    );
-  }
-  return invalidArgument(
-    `\`limit: ${limit}\` (a semaphore) is not available on Redlock: a majority vote over independent masters ` +
-      'does not bound a count (with 3 masters and 2 permits, three holders can each win two masters); ' +
-      'use one Redis, a Redis Cluster or a MemoryStore',
-  );
+/** What a kind of lock is called in diagnostics. */
+function kindName(o: Resolved): string {
+  if (o.mode === 'shared') return 'read-write lock';
+  return o.limit === undefined ? 'mutex' : 'semaphore';
 }
 
 /**
@@ -341,33 +88,19 @@ function notOnRedlock(limit: number | 'shared'): Error {
  * (Redlock, when given an array), or on a Store such as `new MemoryStore()`.
  */
 export class Leasehold extends EventEmitter<LeaseholdEvents> {
-  readonly #engine: LockEngine;
-  /** The job lock on the one store, when there is one store and it can run jobs. */
-  readonly #jobs: JobLock | undefined;
-  readonly #noJobs: string;
+  readonly #engines: Engines;
   readonly #keeper = new LeaseKeeper();
   readonly #waits: WaitQueues;
   readonly #loop: AcquireLoop;
   readonly #reentrancy = new Reentrancy();
   readonly #held = new Set<Lock>();
-  readonly #ttl: number;
-  readonly #wait: number;
-  readonly #autoExtend: boolean;
-  readonly #context: LockContext;
-  /** The engine of a lock of several holders (`limit`, or `mode: 'shared'`) on the same store, or why there is none. */
-  readonly #engineFor: (limit: number | 'shared' | undefined, replication: Replication | undefined) => LockEngine;
-  /** The instance's replica acknowledgement (its options), which a call's own options override. */
-  readonly #replication: Replication | undefined;
-  /** Those engines, made on first use, by what they run; none owns the store. */
-  readonly #variants = new Map<number | 'shared' | string, Variant>();
+  /** What a call falls back on: the instance's ttl, wait, autoExtend, drift and replicas. */
+  readonly #defaults: CallDefaults;
+  readonly #instance: string;
+  readonly #settings: { commandTimeout: number; driftFactor: number; instance: string; fenceRetention: number };
+  /** The Lock context of each engine in use, made with it. */
+  readonly #contexts = new WeakMap<LockEngine, LockContext>();
   #closed = false;
-  readonly #common: {
-    commandTimeout: number;
-    driftFactor: number;
-    driftConstant: number;
-    instance: string;
-    fenceRetention: number;
-  };
   /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
   readonly #closing = closingController();
   #scheduler: Scheduler | undefined;
@@ -376,101 +109,52 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     super();
     const o = validate.options(options, 'Leasehold options', LEASEHOLD_KEYS);
     const driftFactor = validate.optionalFraction(o.driftFactor, 'driftFactor', DEFAULTS.driftFactor);
-    this.#ttl = validate.optionalTtl(o.ttl, 'ttl', driftFactor, DEFAULTS.ttl);
-    this.#wait = validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait);
-    this.#autoExtend = validate.optionalBoolean(o.autoExtend, 'autoExtend', DEFAULTS.autoExtend);
-    const failed = (operation: BackendOperation) => (error: unknown) =>
-      this.#emit('backendError', { error, operation });
-    const onSubscriberError = failed('wait');
-    const onEvictionCheckError = failed('check-eviction-policy');
-    const prefix = validate.prefix(o.prefix);
-    const common = {
+    const replication = validate.replication(o);
+    this.#defaults = {
+      ttl: validate.optionalTtl(o.ttl, 'ttl', driftFactor, DEFAULTS.ttl),
+      wait: validate.optionalDuration(o.wait, 'wait', 0, DEFAULTS.wait),
+      autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', DEFAULTS.autoExtend),
+      driftFactor,
+      replication,
+    };
+    this.#instance = validate.instance(o.instance, defaultInstance());
+    this.#settings = {
       commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
       driftFactor,
-      driftConstant: DEFAULTS.driftConstant,
-      instance: validate.instance(o.instance, defaultInstance()),
+      instance: this.#instance,
       fenceRetention: validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention),
-      waiterLease: DEFAULTS.waiterLease,
     };
-    const unsafeConfig = validate.unsafeConfig(o.unsafeConfig);
-    const replication = validate.replication(o);
-    this.#replication = replication;
-    this.#common = common;
-    const backendOptions = { prefix, onError: onSubscriberError };
-    if (Array.isArray(backend)) {
-      if (backend.length === 0) throw validate.invalidBackends();
-      if (replication) throw replicasOnRedlock();
-      validate.distinctBackends(backend);
-      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions));
-      this.#engine = new Quorum(mutex, stores, {
-        ...common,
-        reservation: DEFAULTS.reservation,
-        quorum: validate.quorum(o.quorum, stores.length),
+    const onBackendError = (error: unknown, operation: string) =>
+      this.#emit('backendError', { error, operation: operation as BackendOperation });
+    this.#engines = new Engines(
+      backend,
+      {
+        ...this.#settings,
+        prefix: validate.prefix(o.prefix),
+        unsafeConfig: validate.unsafeConfig(o.unsafeConfig),
+        replication,
+        quorum: o.quorum,
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
-        // A node's failed call, named by its round's action when the engine passes it.
-        onBackendError: (error: unknown, action: string) => {
-          this.#emit('backendError', { error, operation: REDLOCK_OPERATIONS[action] ?? 'acquire' });
-        },
-        eviction: new EvictionCheck(
-          stores.map((n) => n.store),
-          unsafeConfig,
-          onEvictionCheckError,
-        ),
-      });
-      this.#noJobs = NO_JOBS_ON_REDLOCK;
-      this.#engineFor = (limit) => {
-        if (limit === undefined) throw replicasOnRedlock();
-        throw notOnRedlock(limit);
-      };
-    } else {
-      const { store, owned } = resolveStore(backend, backendOptions);
-      const eviction = new EvictionCheck([store], unsafeConfig, onEvictionCheckError);
-      // Every waiter of one store is queued there and named by the hand-off: a release with
-      // nobody queued has nobody to tell.
-      // A release grants the lock outright to a waiter of this same instance (see HandOn.direct).
-      const handOn: HandOn = Object.freeze({
-        reservation: DEFAULTS.reservation,
-        announce: false,
-        direct: true,
-      });
-      const noReplicas = () => invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
-      if (replication && portsOf(store).replication === undefined) throw noReplicas();
-      const single = { ...common, handOn, eviction, replication };
-      this.#engine = new Single(mutex, store, owned, single);
-      this.#engineFor = (limit, replicas) => {
-        if (replicas && portsOf(store).replication === undefined) throw noReplicas();
-        const options = { ...single, replication: replicas };
-        if (limit === undefined) return new Single(mutex, store, false, options);
-        const primitive = limit === 'shared' ? sharedMode(handOn) : semaphore(limit, handOn);
-        if (!primitive.supports(store)) {
-          throw invalidArgument(
-            `this ${store.kind} store cannot run a ${primitive.kind}: it has no shared holds ` +
-              '(acquireShared, extendShared, releaseShared, leaveShared, inspectShared); Redis and the MemoryStore have them',
-          );
-        }
-        return new Single(primitive, store, false, options);
-      };
-      const runsJobs = portsOf(store).jobs !== undefined;
-      const jobOptions = { ...common, handOn, gate: () => eviction.gate() };
-      this.#jobs = runsJobs ? new JobLock(store as Store & JobStore, jobOptions) : undefined;
-      this.#noJobs = `this ${store.kind} store cannot run scheduled jobs (it has no claimTick/finishTick/readJob)`;
-    }
-    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: onSubscriberError });
+      },
+      { onBackendError },
+    );
+    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: (e) => onBackendError(e, 'wait') });
     this.#loop = new AcquireLoop({
       waits: this.#waits,
       closing: this.#closing.signal,
       isClosed: () => this.#closed,
-      onLeaveError: (error) => this.#emit('backendError', { error, operation: 'leave-queue' }),
+      onLeaveError: (error) => onBackendError(error, 'leave-queue'),
     });
-    this.#context = this.#contextFor(this.#engine);
   }
 
   /** What the Lock handles of `engine` call back through: its extend and release, and this instance's events. */
   #contextFor(engine: LockEngine): LockContext {
-    return {
+    let context = this.#contexts.get(engine);
+    if (context) return context;
+    context = {
       keeper: this.#keeper,
-      driftFactor: this.#common.driftFactor,
-      instance: this.#common.instance,
+      driftFactor: this.#settings.driftFactor,
+      instance: this.#instance,
       extend: (name, owner, ttl) => engine.extend(name, owner, ttl),
       release: async (lock) => {
         const released = await engine.release(lock.name, lock.owner);
@@ -488,66 +172,22 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         this.#held.delete(lock);
       },
     };
-  }
-
-  /** The engine and Lock context for what `o` asks for: the mutex, a semaphore or a read-write lock's shared mode. */
-  #variant(o: Resolved): Variant {
-    const limit = o.mode === 'shared' ? 'shared' : o.limit;
-    const asked = o.replication ?? this.#replication;
-    const replication = asked && asked.replicas > 0 ? asked : undefined;
-    // A call's own replica settings differ from the instance's: an engine of their own.
-    const own = o.replication !== undefined && JSON.stringify(replication) !== JSON.stringify(this.#replication);
-    if (limit === undefined && !own) return { kind: 'mutex', engine: this.#engine, context: this.#context };
-    // One engine per kind and replica setting, on the same store(s), made on first use.
-    const key = own ? `${limit ?? 'mutex'} ${JSON.stringify(replication ?? null)}` : (limit as number | 'shared');
-    let variant = this.#variants.get(key);
-    if (!variant) {
-      const engine = this.#engineFor(limit, replication);
-      const kind = limit === undefined ? 'mutex' : limit === 'shared' ? 'read-write lock' : 'semaphore';
-      variant = { kind, engine, context: this.#contextFor(engine) };
-      this.#variants.set(key, variant);
-    }
-    return variant;
+    this.#contexts.set(engine, context);
+    return context;
   }
 
   /** Emit without letting a throwing listener break the lease state machine or a timer. */
   #emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void {
     if (event === 'backendError' && channels.backendError.hasSubscribers) {
       const [{ error, operation }] = args as LeaseholdEvents['backendError'];
-      channels.backendError.publish({ instance: this.#common.instance, operation, error });
+      channels.backendError.publish({ instance: this.#instance, operation, error });
     }
     emitSafely(() => (this.emit as (e: K, ...a: LeaseholdEvents[K]) => boolean)(event, ...args));
   }
 
   #resolve(options: unknown, entry: EntryPoint, waits: boolean): Resolved {
     if (this.#closed) throw closedError();
-    const o = validate.options(options, `${entry} options`, OPTION_KEYS[entry]);
-    const reentrant = validate.optionalBoolean(o.reentrant, 'reentrant', false);
-    const kind = validate.lockKind(o.limit, o.mode, reentrant);
-    return {
-      ttl: validate.optionalTtl(o.ttl, 'ttl', this.#common.driftFactor, this.#ttl),
-      wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, this.#wait) : 0,
-      autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', this.#autoExtend),
-      signal: validate.optionalSignal(o.signal),
-      reentrant,
-      limit: kind.limit,
-      mode: kind.mode,
-      replication: this.#callReplication(o),
-    };
-  }
-
-  /** A call's replica options over the instance's; undefined when the call sets none of them. */
-  #callReplication(o: Record<string, unknown>): Replication | undefined {
-    const own = ['replicas', 'replicaTimeout', 'durability', 'whenNotReplicated'].some((k) => o[k] !== undefined);
-    if (!own) return undefined;
-    const base = this.#replication;
-    const merged = {
-      replicas: o.replicas ?? base?.replicas,
-      replicaTimeout: o.replicaTimeout ?? base?.timeout,
-      durability: o.durability ?? base?.durability,
-      whenNotReplicated: o.whenNotReplicated ?? base?.whenShort,
-    };
-    return validate.replication(merged) ?? NO_REPLICATION;
+    return resolveCall(options, entry, waits, this.#defaults);
   }
 
   /**
@@ -584,19 +224,20 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       }
     }
     const started = now();
-    const instance = this.#common.instance;
-    let variant: Variant;
+    let engine: LockEngine;
     try {
-      variant = this.#variant(o);
+      const kind = o.mode === 'shared' ? { shared: true } : o.limit === undefined ? {} : { limit: o.limit };
+      engine = this.#engines.engineFor(kind, o.replication);
     } catch (error) {
       return Promise.reject(error);
     }
     // Nobody listening: no context, no closures, the acquisition as it is.
-    if (!traced(tracing.acquire)) return this.#take1(name, o, started, variant);
+    if (!traced(tracing.acquire)) return this.#take1(name, o, started, engine);
+    const instance = this.#instance;
     return trace(
       tracing.acquire,
-      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: variant.kind }),
-      () => this.#take1(name, o, started, variant),
+      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: kindName(o) }),
+      () => this.#take1(name, o, started, engine),
       (ctx, lock) => {
         ctx.owner = lock.owner;
         ctx.fencingToken = lock.fencingToken;
@@ -610,7 +251,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     );
   }
 
-  async #take1(name: string, o: Resolved, started: number, { engine, context }: Variant): Promise<Lock> {
+  async #take1(name: string, o: Resolved, started: number, engine: LockEngine): Promise<Lock> {
     const owner = newOwnerToken();
     const outcome = await this.#loop.run<Granted, null>({
       name,
@@ -641,7 +282,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         autoExtend: o.autoExtend,
         replicas: attempt.replicas,
       },
-      context,
+      this.#contextFor(engine),
     );
     this.#held.add(lock);
     if (this.listenerCount('acquired') > 0) {
@@ -822,7 +463,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     validate.fn(work, 'lead work');
     const o = this.#resolve(options, 'lead', false);
     const stopTimeout = validate.optionalDuration(options?.stopTimeout, 'stopTimeout', 0, DEFAULTS.leadStopTimeout);
-    const campaignWait = Math.max(this.#wait, 1);
+    const campaignWait = Math.max(this.#defaults.wait, 1);
     return new Leadership(
       {
         name,
@@ -869,11 +510,13 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   #schedulerFor(): Scheduler {
     if (this.#closed) throw closedError();
     this.#scheduler ??= new Scheduler({
-      jobs: this.#jobs,
-      noJobs: this.#noJobs,
+      jobs: this.#engines.jobs,
+      noJobs: this.#engines.noJobs,
       loop: this.#loop,
-      ...this.#common,
-      context: this.#context,
+      instance: this.#instance,
+      fenceRetention: this.#settings.fenceRetention,
+      driftFactor: this.#settings.driftFactor,
+      context: this.#contextFor(this.#engines.mutex),
       adopt: (lock) => {
         this.#held.add(lock);
         this.#emit('acquired', { name: lock.name, fencingToken: lock.fencingToken, waited: 0 });
@@ -915,7 +558,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();
     this.#waits.close();
-    await this.#engine.close();
+    await this.#engines.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

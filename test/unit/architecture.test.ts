@@ -16,7 +16,7 @@ const LAYERS: readonly { readonly name: string; readonly holds: (path: string) =
   { name: 'primitives', holds: (p) => p.startsWith('primitives/') },
   { name: 'topology', holds: (p) => p.startsWith('topology/') },
   { name: 'schedule', holds: (p) => p.startsWith('schedule/') },
-  { name: 'facade', holds: (p) => p === 'leasehold.ts' || p === 'index.ts' },
+  { name: 'facade', holds: (p) => p === 'leasehold.ts' || p === 'index.ts' || p.startsWith('facade/') },
   { name: 'integrations', holds: (p) => p.startsWith('otel/') || p.startsWith('nestjs/') },
   { name: 'cli', holds: (p) => p.startsWith('cli/') },
 ];
