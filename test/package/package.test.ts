@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,9 @@ import { startRedis } from '../harness/index.js';
  * The package as a user gets it: `npm pack` (its prepack script builds), the tarball installed into
  * a project of its own, then imported from ESM and CJS, run, and type-checked against.
  */
+
+/** The most the tarball may weigh, packed (npm's `size`), in bytes. */
+const MAX_PACKED_BYTES = 400_000;
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -36,6 +39,19 @@ function pointedAt(manifest: Manifest): string[] {
     .map((path) => path.replace(/^\.\//, ''))
     .filter((path, i, all) => all.indexOf(path) === i)
     .sort();
+}
+
+/** The `count` largest files of a tarball, as `path size`, largest first. */
+async function largest(tarball: string, count: number): Promise<string[]> {
+  const { stdout } = await run('tar', ['-tvzf', tarball]);
+  return stdout
+    .split('\n')
+    .map((line) => /^\S+\s+\S+\s+(\d+)\s+\S+\s+\S+\s+package\/(.+)$/.exec(line))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ path: m[2] as string, size: Number(m[1]) }))
+    .sort((a, b) => b.size - a.size)
+    .slice(0, count)
+    .map(({ path, size }) => `${path} ${(size / 1000).toFixed(1)} kB`);
 }
 
 /** What both programs do with the installed package: the same checks, printed as JSON. */
@@ -122,6 +138,8 @@ describe('the packed package, installed into a project of its own', () => {
   let tarball: string;
   let packed: string[];
   let installed: Manifest;
+  /** `npm pack`'s own figures for the tarball. */
+  let sizes: { packed: number; unpacked: number; files: number };
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'leasehold-package-'));
@@ -130,7 +148,15 @@ describe('the packed package, installed into a project of its own', () => {
     // child processes. Its node_modules are this checkout's.
     const source = join(work, 'source');
     await mkdir(source);
-    for (const entry of ['src', 'package.json', 'tsup.config.ts', 'tsconfig.json', 'README.md']) {
+    for (const entry of [
+      'src',
+      'examples',
+      'package.json',
+      'tsup.config.ts',
+      'tsconfig.json',
+      'README.md',
+      'LICENSE',
+    ]) {
       await cp(join(ROOT, entry), join(source, entry), { recursive: true });
     }
     await symlink(join(ROOT, 'node_modules'), join(source, 'node_modules'), 'dir');
@@ -146,6 +172,20 @@ describe('the packed package, installed into a project of its own', () => {
       .filter(Boolean)
       .map((path) => path.replace(/^package\//, ''))
       .sort();
+    // What npm reports for the tarball just built (dist/ is there now, so no build runs again).
+    const report = JSON.parse(
+      (await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: source })).stdout,
+    ) as { unpackedSize: number; entryCount: number }[];
+    sizes = {
+      packed: (await stat(tarball)).size,
+      unpacked: report[0]?.unpackedSize ?? Number.NaN,
+      files: report[0]?.entryCount ?? Number.NaN,
+    };
+    const kB = (bytes: number) => `${(bytes / 1000).toFixed(1)} kB`;
+    console.log(
+      `${file}: ${kB(sizes.packed)} packed, ${kB(sizes.unpacked)} unpacked, ${sizes.files} files; ` +
+        `largest: ${(await largest(tarball, 3)).join(', ')}`,
+    );
 
     // The project: croner (the one runtime dependency) copied from this checkout, so npm has
     // nothing to fetch and the install works offline. No Redis client: both are optional peers.
@@ -185,6 +225,44 @@ describe('the packed package, installed into a project of its own', () => {
     expect(installed.scripts.prepack).toMatch(/\btsup\b|\bnpm run build\b/);
   });
 
+  it(`the tarball holds LICENSE (MIT), no source maps, and weighs at most ${MAX_PACKED_BYTES / 1000} kB packed`, async () => {
+    expect(packed).toContain('LICENSE');
+    const license = await readFile(join(project, 'node_modules', 'leasehold', 'LICENSE'), 'utf8');
+    expect(license).toMatch(/^MIT License\n\nCopyright \(c\) 2026 the leasehold authors\n/);
+    expect(installed).toMatchObject({ license: 'MIT' });
+    // Source maps stay out of the package: the JavaScript in dist/ is not minified.
+    expect(packed.filter((path) => path.endsWith('.map'))).toEqual([]);
+    expect(sizes.packed).toBeLessThanOrEqual(MAX_PACKED_BYTES);
+  });
+
+  it('the examples the README links to are in the tarball', async () => {
+    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
+    const linked = [...new Set([...readme.matchAll(/\]\((examples\/[^)#\s]*)\)/g)].map((m) => m[1] as string))];
+    expect(linked).toContain('examples/quick-start.mjs');
+    for (const path of linked) {
+      const shipped = path.endsWith('/') ? packed.some((p) => p.startsWith(path)) : packed.includes(path);
+      expect({ path, shipped }).toEqual({ path, shipped: true });
+    }
+  });
+
+  it('the CLI imports the chunks of the library entries rather than a copy of the library', async () => {
+    const dist = join(project, 'node_modules', 'leasehold', 'dist');
+    const esm = packed.filter((path) => /^dist\/[^/]+\.js$/.test(path));
+    const defining: string[] = [];
+    for (const path of esm) {
+      if (/\bLeasehold = class\b|\bclass Leasehold\b/.test(await readFile(join(dist, '..', path), 'utf8'))) {
+        defining.push(path);
+      }
+    }
+    // One ESM file defines the Leasehold class: a chunk that dist/index.js and dist/cli.js import.
+    expect(defining).toHaveLength(1);
+    const [chunk] = defining;
+    const cli = await readFile(join(dist, 'cli.js'), 'utf8');
+    expect(cli.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(cli).toContain(`from "./${chunk?.replace(/^dist\//, '')}"`);
+    expect(await readFile(join(dist, 'index.js'), 'utf8')).toContain(`from "./${chunk?.replace(/^dist\//, '')}"`);
+  });
+
   it('the dist/ a test run builds is the whole package too, declaration files included', async () => {
     const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as Manifest;
     for (const path of pointedAt(manifest)) expect(existsSync(join(ROOT, path)), path).toBe(true);
@@ -209,7 +287,8 @@ describe('the packed package, installed into a project of its own', () => {
     await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '0.0.0', private: true }));
     await symlink(join(project, 'node_modules', 'leasehold'), join(app, 'node_modules', 'leasehold'));
     await symlink(join(ROOT, 'node_modules', 'ioredis'), join(app, 'node_modules', 'ioredis'));
-    await cp(join(ROOT, 'examples', 'quick-start.mjs'), join(app, 'quick-start.mjs'));
+    // The example as the tarball ships it, copied into the project as a user would.
+    await cp(join(project, 'node_modules', 'leasehold', 'examples', 'quick-start.mjs'), join(app, 'quick-start.mjs'));
     const server = await startRedis();
     try {
       // A program that left a handle open would be killed at the timeout, and `run` would reject:
@@ -224,6 +303,16 @@ describe('the packed package, installed into a project of its own', () => {
       await server.stop();
     }
   });
+
+  it('npx leasehold demo runs from the installed package on the in-process memory store, and exits 0', async () => {
+    // --offline: npx finds the installed bin in the project and never asks the registry.
+    const { stdout } = await run('npx', ['--offline', 'leasehold', 'demo', '--ticks', '6'], {
+      cwd: project,
+      timeout: 60_000,
+      env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+    });
+    expect(stdout).toMatch(/^verdict: 6 ticks, none ran twice/m);
+  }, 70_000);
 
   it('installs the leasehold command, which prints its version', async () => {
     const { stdout } = await run(join(project, 'node_modules', '.bin', 'leasehold'), ['--version'], {
