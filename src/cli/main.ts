@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LockError } from '../core/errors.js';
 import { openStoreOperator } from './backends.js';
-import { commandUsage, type DirectCommand, type OperatorCommand, parse, UsageError } from './command.js';
+import { commandUsage, type DirectCommand, type OperatorCommand, parse, UsageError, writeHelp } from './command.js';
 import { doctor } from './commands/doctor.js';
 import { history } from './commands/history.js';
 import { inspect } from './commands/inspect.js';
@@ -26,18 +26,19 @@ const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, w
 const DIRECT: readonly DirectCommand[] = [doctor, verify, migrate];
 
 const DEMO_USAGE = `  demo [--redis redis://host:port] [--ticks N]
-      Three pods run the same job every second: each tick runs once, never three times;
-      one pod is killed mid-job and the others take over once its lease ends.
-      Without --redis the pods share the in-process memory store; with it, each pod is
-      its own process against that Redis (needs ioredis or redis installed).
-      --ticks: how many ticks to run, 6 to 120 (default 12).
+      Three pods run the same job every second: each tick runs once, never three
+      times; one pod is killed mid-job and the others take over once its lease ends.
+      Without --redis the pods share the in-process memory store; with it, each pod
+      is its own process against that Redis (needs ioredis or redis installed).
+      --ticks N  how many ticks to run, 6 to 120 (default 12)
 `;
 
 const USAGE = `usage: leasehold <command> [options]
 
-operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or redis://127.0.0.1:6379,
-any node's URL for a Redis Cluster, or --postgres URL, or --etcd URL, and --prefix P, default
-'leasehold'; needs ioredis, pg or etcd3 installed):
+operator commands (each takes --redis URL, default $LEASEHOLD_REDIS_URL or
+redis://127.0.0.1:6379, any node's URL for a Redis Cluster, or --postgres URL, or
+--etcd URL, and --prefix P, default 'leasehold'; needs ioredis, pg or etcd3
+installed):
 ${OPERATOR.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
 deployment checks (the same --redis and --prefix):
 ${DIRECT.map((c) => `  ${c.synopsis}\n      ${c.summary}\n`).join('')}
@@ -46,7 +47,8 @@ ${DEMO_USAGE}  help [command]
       This text, or a command's.
 
 options:
-  -h, --help      this text, on stdout (a bare \`leasehold\` prints it on stderr and exits 2)
+  -h, --help      this text, on stdout (a bare \`leasehold\` prints it on stderr
+                  and exits 2)
   -V, --version   print leasehold's version (from its package.json) and exit
 
 Run \`leasehold <command> --help\` for a command's options.
@@ -118,7 +120,7 @@ function runDemo(argv: readonly string[]): Promise<number> {
     strict: true,
   });
   if (values.help) {
-    process.stdout.write(`usage: leasehold demo [options]\n\n${DEMO_USAGE}`);
+    writeHelp(process.stdout, `usage: leasehold demo [options]\n\n${DEMO_USAGE}`);
     return Promise.resolve(0);
   }
   if (values.redis !== undefined && !/^rediss?:\/\//.test(values.redis)) {
@@ -150,7 +152,7 @@ function help(topic: string | undefined): number {
   if (topic !== undefined && command === undefined && topic !== 'demo') {
     throw new UsageError(`unknown command: ${topic}`);
   }
-  process.stdout.write(command ? commandUsage(command) : topic === 'demo' ? DEMO_USAGE : USAGE);
+  writeHelp(process.stdout, command ? commandUsage(command) : topic === 'demo' ? DEMO_USAGE : USAGE);
   return 0;
 }
 
@@ -158,7 +160,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined) {
     // Wrong use, like any other: the usage goes to stderr, stdout stays empty.
-    process.stderr.write(USAGE);
+    writeHelp(process.stderr, USAGE);
     return 2;
   }
   if (command === 'help') return help(rest[0]);

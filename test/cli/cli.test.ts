@@ -1,9 +1,18 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { commandUsage, helpWidth, wrapHelp } from '../../src/cli/command.js';
+import { doctor } from '../../src/cli/commands/doctor.js';
+import { history } from '../../src/cli/commands/history.js';
+import { inspect } from '../../src/cli/commands/inspect.js';
+import { list } from '../../src/cli/commands/list.js';
+import { migrate } from '../../src/cli/commands/migrate.js';
+import { release } from '../../src/cli/commands/release.js';
+import { verify } from '../../src/cli/commands/verify.js';
+import { watch } from '../../src/cli/commands/watch.js';
 import { colourWanted } from '../../src/cli/style.js';
 import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../../src/index.js';
 import type { HandOff } from '../../src/store/port.js';
@@ -732,4 +741,91 @@ describe('CLI conventions: --version, usage on wrong use, colour', () => {
     expect([none, forced, noColor, both, forcedOff].map(starts)).toEqual(['plain', 'bold', 'plain', 'bold', 'plain']);
     for (const line of [none, noColor, forcedOff]) expect(line).not.toContain('\u001b[');
   });
+});
+
+describe('help is wrapped to the terminal, or to 80 columns', () => {
+  const commands = [inspect, list, release, history, watch, doctor, verify, migrate];
+  const words = (text: string) => text.split(/\s+/).filter(Boolean);
+  const over = (text: string, width: number) => text.split('\n').filter((line) => line.length > width);
+
+  it.concurrent('--help, every command’s --help and `help <command>`, not on a terminal: no line over 80 columns', async () => {
+    const top = await cli(['--help']);
+    expect(top.code).toBe(0);
+    // Every command the usage lists, those added later included: `  <name> …` under a heading.
+    const named = [...top.stdout.matchAll(/^ {2}([a-z][\w-]*)(?: |$)/gm)].map((m) => m[1] as string);
+    expect(named).toEqual(expect.arrayContaining([...commands.map((c) => c.name), 'demo', 'help']));
+    const listed = named.filter((name) => name !== 'help');
+    const runs = await Promise.all([
+      cli([]),
+      ...listed.map((name) => cli([name, '--help'])),
+      ...listed.map((name) => cli(['help', name])),
+    ]);
+    const [bare, ...helps] = runs;
+    expect(bare?.code).toBe(2);
+    expect(over(bare?.stderr ?? '', 80)).toEqual([]);
+    expect(over(top.stdout, 80)).toEqual([]);
+    for (const [i, result] of helps.entries()) {
+      const name = listed[i % listed.length];
+      expect(result.code, name).toBe(0);
+      expect(result.stdout, name).toMatch(new RegExp(`^(usage: leasehold )?\\s*${name}\\b`));
+      expect({ name, over: over(result.stdout, 80) }).toEqual({ name, over: [] });
+    }
+  });
+
+  it('wrapHelp: every line within the width, the same words in the same order, and text that fits left as written', () => {
+    const texts = commands.map((c) => commandUsage(c));
+    for (const text of texts) {
+      for (const width of [24, 40, 60, 72, 80, 100, 132]) {
+        const wrapped = wrapHelp(text, width);
+        expect({ width, over: over(wrapped, width) }).toEqual({ width, over: [] });
+        // Words are cut only when one is wider than the room a narrow terminal leaves.
+        if (width >= 60) expect(words(wrapped)).toEqual(words(text));
+      }
+      const widest = Math.max(...text.split('\n').map((line) => line.length));
+      expect(wrapHelp(text, widest)).toBe(text);
+    }
+    // A term's description continues at its column; a synopsis's options under the first one.
+    expect(wrapHelp('  --json        machine output: one JSON object per line, the whole state', 40)).toBe(
+      [
+        '  --json        machine output: one JSON',
+        '                object per line, the',
+        '                whole state',
+      ].join('\n'),
+    );
+    expect(wrapHelp('usage: leasehold watch <name> [--interval MS] [--json] [--redis URL]', 50)).toBe(
+      ['usage: leasehold watch <name> [--interval MS]', '                       [--json] [--redis URL]'].join('\n'),
+    );
+  });
+
+  it('helpWidth: the columns of a terminal, else 80', () => {
+    const stream = (isTTY: boolean, columns: number | undefined) =>
+      ({ isTTY, columns }) as unknown as NodeJS.WriteStream;
+    expect(helpWidth(stream(true, 132))).toBe(132);
+    expect(helpWidth(stream(true, 60))).toBe(60);
+    expect(helpWidth(stream(false, 132))).toBe(80);
+    expect(helpWidth(stream(true, 0))).toBe(80);
+  });
+
+  // `script` runs the CLI on a pseudo-terminal of 60 columns: the help follows the terminal's width.
+  it.skipIf(spawnSync('script', ['--version']).error !== undefined)(
+    'on a terminal of 60 columns, --help and verify --help fit 60 columns',
+    () => {
+      for (const args of ['--help', 'verify --help']) {
+        const run = spawnSync(
+          'script',
+          [
+            '-qec',
+            `stty cols 60 rows 50; exec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`,
+            '/dev/null',
+          ],
+          { encoding: 'utf8', timeout: 15_000 },
+        );
+        expect(run.status, run.stderr).toBe(0);
+        const text = run.stdout.replace(/\r/g, '');
+        expect(text).toContain('usage: leasehold');
+        expect({ args, over: over(text, 60) }).toEqual({ args, over: [] });
+        expect(Math.max(...text.split('\n').map((line) => line.length))).toBeGreaterThan(50);
+      }
+    },
+  );
 });
