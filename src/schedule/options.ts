@@ -14,7 +14,10 @@ export interface RunOptions {
   lockAtMostFor?: number;
   /**
    * ms the lock is kept from the run's claim (server time), however short the task: an instance
-   * whose clock lags finds the job locked. At most `lockAtMostFor`. Default 0.
+   * whose clock lags finds the job locked. At most `lockAtMostFor`. Default 0. It holds off runs
+   * without a tick, plain acquires and claims of the same or an earlier tick, not a later tick:
+   * once the run finished, the claim of a later tick takes over a lock only this keeps, unless a
+   * waiter is queued behind it (docs/scheduler.md, "lockAtLeastFor and the next tick").
    */
   lockAtLeastFor?: number;
   /**

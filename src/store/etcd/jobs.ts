@@ -134,11 +134,19 @@ async function claimOnce(
     return { claimed: false, reason: 'already-ran', lastTick: KeySpace.tick(lastTick.key) };
   }
   const holder = first ? decodeMember(first) : undefined;
-  // A later tick past what lockAtLeastFor asked for; the tick compare still keeps each tick to one run.
-  if (first && holder?.keptUntil !== undefined && holder.keptUntil <= at && q.tick !== null && kept === undefined) {
+  // A later tick takes over a finished run's lock that only lockAtLeastFor keeps (as on the other
+  // backends); the tick compare in the same transaction still keeps each tick to one run.
+  const keptRun = first && holder?.keptUntil !== undefined && q.tick !== null && kept === undefined;
+  if (keptRun && (await ranForTick(ctx, keys, holder.owner))) {
     return claimOnce(ctx, name, keys, q, since, at, retry, first);
   }
   return { claimed: false, reason: 'locked', pttl: holder ? holder.ttl : 0 };
+}
+
+/** Whether `owner`'s run claimed a tick: a run without one keeps its whole lockAtLeastFor. */
+async function ranForTick(ctx: JobContext, keys: LockKeys, owner: string): Promise<boolean> {
+  const run = (await ctx.client.kv.range({ key: keys.run(owner) })).kvs[0];
+  return run !== undefined && decodeClaim(run).tick !== null;
 }
 
 /** Drop the runs beyond the newest `limit` (a run's claim and end go together). */
