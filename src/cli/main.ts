@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { LockError } from '../core/errors.js';
 import { openStoreOperator } from './backends.js';
 import { commandUsage, type DirectCommand, type OperatorCommand, parse, UsageError, writeHelp } from './command.js';
+import { dashboard } from './commands/dashboard.js';
 import { doctor } from './commands/doctor.js';
 import { history } from './commands/history.js';
 import { inspect } from './commands/inspect.js';
@@ -21,7 +22,7 @@ import type { WorkerPlan } from './verify/history.js';
 import { verifyWorker } from './verify/worker.js';
 import { PLAN_VARIABLE } from './verify/workers.js';
 
-const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch];
+const OPERATOR: readonly OperatorCommand[] = [inspect, list, release, history, watch, dashboard];
 /** Commands that check the deployment rather than its locks; they take --redis and --prefix too. */
 const DIRECT: readonly DirectCommand[] = [doctor, verify, migrate];
 
