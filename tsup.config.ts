@@ -46,9 +46,10 @@ const library = {
 const shared = {
   target: 'node20',
   loader: { '.lua': 'text' },
-  // No source maps: they were two thirds of the package. The JavaScript is not minified, so a
-  // stack trace points at readable code in dist/.
+  // No source maps: they were two thirds of the package. Only white space is minified: every
+  // function keeps its name in a stack trace, and the package stays under 400 kB with its docs.
   sourcemap: false,
+  minifyWhitespace: true,
 } satisfies Options;
 
 // Every build is the whole package: JavaScript for ESM and CJS, their declaration files and the

@@ -1,7 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/cli/doctor/finding.js';
@@ -10,11 +9,10 @@ import { clock, cluster, latency, persistence, replication } from '../../src/cli
 import { looksLikeLockName, looksLikeToken } from '../../src/cli/doctor/scan.js';
 import { Leasehold } from '../../src/index.js';
 import { type RedisServer, randomPrefix, startCluster, startRedis, waitFor } from '../harness/index.js';
+import { snapshotCli } from './snapshot.js';
 
 /** `leasehold doctor`, the built CLI run as a real process against real servers configured safe and unsafe. */
 
-const BUILT = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-const CACHE = fileURLToPath(new URL('../../node_modules/.cache/', import.meta.url));
 /** A copy of the built CLI where ioredis still resolves: a build started meanwhile cleans dist/ first. */
 let CLI = '';
 
@@ -63,15 +61,7 @@ describe('leasehold doctor', () => {
   let unsafe: RedisServer;
 
   beforeAll(async () => {
-    mkdirSync(CACHE, { recursive: true });
-    CLI = join(mkdtempSync(join(CACHE, 'leasehold-doctor-cli-')), 'cli.js');
-    await waitFor(
-      () => {
-        copyFileSync(BUILT, CLI);
-        return true;
-      },
-      { timeout: 60_000, message: 'dist/cli.js is built' },
-    );
+    CLI = await snapshotCli('doctor');
     [safe, unsafe] = await Promise.all([
       startRedis({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction'] }),
       // The tutorials' Redis: a cache's eviction policy and no persistence.

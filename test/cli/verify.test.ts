@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { check } from '../../src/cli/verify/checker.js';
 import type { History, HistoryEvent } from '../../src/cli/verify/history.js';
-import { type RedisServer, startRedis, waitFor } from '../harness/index.js';
+import { type RedisServer, startRedis } from '../harness/index.js';
+import { snapshotCli } from './snapshot.js';
 
 /**
  * `leasehold verify`, the built CLI run as a real process: short runs (a few seconds, three
@@ -15,26 +15,8 @@ import { type RedisServer, startRedis, waitFor } from '../harness/index.js';
  * control that shows the checker can fail.
  */
 
-/**
- * A copy of the built CLI, inside the checkout so that it finds ioredis: builds run meanwhile by
- * other test runs clean dist/ first, and a worker started again after a kill must still find it.
- */
+/** A copy of the built CLI (snapshot.ts): a build run meanwhile cleans dist/ first. */
 let CLI = '';
-async function snapshotCli(): Promise<string> {
-  const cache = fileURLToPath(new URL('../../node_modules/.cache/', import.meta.url));
-  mkdirSync(cache, { recursive: true });
-  const copy = join(mkdtempSync(join(cache, 'leasehold-verify-cli-')), 'cli.js');
-  const built = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
-  // A copy fails while a build has dist/ cleaned out: try again until it is back.
-  await waitFor(
-    () => {
-      copyFileSync(built, copy);
-      return true;
-    },
-    { timeout: 60_000, message: 'dist/cli.js is built' },
-  );
-  return copy;
-}
 const run = promisify(execFile);
 const PLAIN: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
 delete PLAIN.FORCE_COLOR;
@@ -100,7 +82,7 @@ describe('leasehold verify', () => {
   let dir: string;
 
   beforeAll(async () => {
-    [server, CLI] = await Promise.all([startRedis(), snapshotCli()]);
+    [server, CLI] = await Promise.all([startRedis(), snapshotCli('verify')]);
     dir = mkdtempSync(join(tmpdir(), 'leasehold-verify-test-'));
   });
   afterAll(async () => {
