@@ -1,9 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
@@ -326,10 +324,13 @@ describe.skipIf(skip !== undefined)('leasehold dashboard in a browser', () => {
     expect(refused.status).toBe(403);
     expect(refused.body.error).toMatch(/read-only/);
     expect(await redis.command('EXISTS', `${prefix}:{orders:1}`)).toBe('1');
-    const shot = await p.send<{ data: string }>('Page.captureScreenshot', { format: 'png' });
-    const where =
-      process.env.LEASEHOLD_DASHBOARD_SCREENSHOT ?? join(mkdtempSync(join(tmpdir(), 'dashboard-')), 'dashboard.png');
-    writeFileSync(where, Buffer.from(shot.data, 'base64'));
+    const shot = Buffer.from(
+      (await p.send<{ data: string }>('Page.captureScreenshot', { format: 'png' })).data,
+      'base64',
+    );
+    expect(shot.subarray(1, 4).toString()).toBe('PNG');
+    const keep = process.env.LEASEHOLD_DASHBOARD_SCREENSHOT;
+    if (keep) writeFileSync(keep, shot);
 
     // Accessible: labelled controls, every text at least 4.5:1, a visible focus ring from the keyboard.
     expect(await p.evaluate(`document.querySelector('label[for=filter]').textContent`)).toBe('Filter by name');
