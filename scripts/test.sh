@@ -27,6 +27,8 @@ if ! command -v etcd >/dev/null; then missing+=(etcd-server); fi
 if ! command -v etcdctl >/dev/null; then missing+=(etcd-client); fi
 # PgBouncer, for the test of PostgreSQL behind transaction pooling (skipped where it is missing).
 if ! command -v pgbouncer >/dev/null && [ "$(id -u)" -eq 0 ]; then missing+=(pgbouncer); fi
+# Chromium, for the dashboard's test in a real browser (skipped where it is missing).
+if ! command -v chromium >/dev/null && [ "$(id -u)" -eq 0 ]; then missing+=(chromium); fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)"
   if [ "$(id -u)" -ne 0 ]; then
