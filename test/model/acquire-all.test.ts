@@ -1,0 +1,420 @@
+import fc from 'fast-check';
+import { describe, it } from 'vitest';
+import type { Leasehold, Lock } from '../../src/index.js';
+import { suiteRedis } from '../unit/primitives/redis-fixture.js';
+import {
+  type Command,
+  command,
+  commonCommands,
+  count,
+  expectCaught,
+  type ModelSpec,
+  memory,
+  modelProperty,
+  params,
+  REAL,
+  redis,
+  runCommands,
+  type Size,
+  type Slot,
+  describe as show,
+  type Timing,
+  type Tracked,
+  takeStats,
+  VIRTUAL,
+  type World,
+} from './harness.js';
+import { type Entry, operation } from './store.js';
+
+/**
+ * acquireAll / withLocks against a model: three instances take random sets of three names, in
+ * random orders, beside releases, extensions, aborted waits and the world's faults.
+ *
+ * Invariants:
+ * - never two valid holders of a name (each lock of a set judged on its own validity);
+ * - a set reaches user code whole: one lock per name, in the order given, every one valid
+ *   (the set's own expiresIn() > 0, its signal not aborted), tokens above those handed out before;
+ * - all or nothing: when a call fails, every lock it took had its release sent before the
+ *   caller heard (an undisturbed call);
+ * - no deadlock: never a cycle of waiting calls, each holding a name another one waits for;
+ * - no undisturbed call stays parked while the names it still needs are surely free;
+ * - every call settles within its wait plus 3 × commandTimeout (plus its instance's stops);
+ * - once everyone closed and every lease ran out: nothing held, queued or reserved.
+ *
+ * Negative control: a plain-DEL release (the store deletes a lock whoever holds it).
+ *
+ * KNOWN DEFECT (src/leasehold.ts acquireAll): the locks are taken one after the other, and a lock
+ * taken first may run out while the call waits for the next (no watchdog, or a pause that stops
+ * it); the set is handed out all the same, that lock's signal aborted and no validity left, so a
+ * withLocks work starts on a lease that is over. The model counts such a set rather than failing
+ * on it (everything else stays checked); the `it.fails` test below runs the shrunk sequence with
+ * the check on, and passes once acquireAll checks every lock's validity before handing the set out.
+ */
+
+const NAMES = ['a', 'b', 'c'] as const;
+const SLOTS = 3;
+
+interface Held {
+  readonly slot: Slot;
+  readonly label: string;
+  readonly locks: readonly Lock[];
+  readonly all: { expiresIn(): number; release(): Promise<boolean>; extend(): Promise<void> };
+  readonly finish?: () => void;
+  readonly call?: Promise<unknown>;
+}
+
+interface Pending {
+  readonly tracked: Tracked;
+  readonly op: number;
+  readonly names: readonly string[];
+  readonly abort: AbortController | undefined;
+  readonly reason: Error;
+}
+
+class Model {
+  held: Held[] = [];
+  pending: Pending[] = [];
+  seq = 0;
+  /** Fail a set handed out with a lock already run out (see KNOWN DEFECT below), rather than count it. */
+  readonly strictSets: boolean;
+
+  constructor(strictSets: boolean) {
+    this.strictSets = strictSets;
+  }
+}
+
+interface TakeArgs {
+  readonly slot: number;
+  readonly names: readonly string[];
+  readonly ttl: Size;
+  readonly autoExtend: boolean;
+  readonly wait: 0 | Size;
+  readonly via: 'acquireAll' | 'withLocks';
+  readonly abortable: boolean;
+}
+
+const valid = (x: { expiresIn(): number; signal: AbortSignal }) => x.expiresIn() > 0 && !x.signal.aborted;
+
+/** What the log says `op` holds now: names granted to it and not released, nor run out. */
+function heldBy(world: World, op: number): Set<string> {
+  const now = world.clock.now();
+  const leases = new Map<string, { name: string; end: number }>();
+  for (const e of world.log.entries) {
+    if (e.operation !== op || e.owner === undefined || !e.done) continue;
+    const reply = e.reply as { acquired?: boolean } | string;
+    if (e.op === 'acquire' && typeof reply === 'object' && reply.acquired) {
+      leases.set(e.owner, { name: e.name, end: e.at + (e.ttl ?? 0) });
+    } else if (e.op === 'extend' && reply === 'extended') {
+      const lease = leases.get(e.owner);
+      if (lease) lease.end = e.at + (e.ttl ?? 0);
+    } else if (e.op === 'release') {
+      leases.delete(e.owner);
+    }
+  }
+  return new Set([...leases.values()].filter((l) => l.end > now).map((l) => l.name));
+}
+
+/** A cycle of waiting calls, each holding a name another one still needs; by the store's log. */
+function deadlock(model: Model, world: World): string | undefined {
+  const waiting = model.pending.filter((p) => !p.tracked.settled && p.tracked.slot.live);
+  const holds = new Map(waiting.map((p) => [p, heldBy(world, p.op)]));
+  const needs = (p: Pending) => p.names.filter((n) => !holds.get(p)?.has(n));
+  const edges = (p: Pending) => waiting.filter((q) => q !== p && needs(p).some((n) => holds.get(q)?.has(n)));
+  const visit = (p: Pending, path: Pending[]): Pending[] | undefined => {
+    if (path.includes(p)) return path.slice(path.indexOf(p));
+    for (const q of edges(p)) {
+      const cycle = visit(q, [...path, p]);
+      if (cycle) return cycle;
+    }
+    return undefined;
+  };
+  for (const p of waiting) {
+    const cycle = visit(p, []);
+    if (cycle) return cycle.map((c) => `${c.tracked.label} holds ${[...(holds.get(c) ?? [])].join(',')}`).join('; ');
+  }
+  return undefined;
+}
+
+/** All or nothing: each lock `op` took was released (its release sent) by the time the call failed. */
+function releasedAll(world: World, op: number): string | undefined {
+  const mine = world.log.entries.filter((e) => e.operation === op);
+  const granted = mine.filter((e) => e.op === 'acquire' && (e.reply as { acquired?: boolean }).acquired);
+  const kept = granted.filter(
+    (g) => !mine.some((e: Entry) => e.op === 'release' && e.owner === g.owner && e.seq > g.seq),
+  );
+  return kept.length === 0 ? undefined : kept.map((g) => g.name).join(', ');
+}
+
+function take(model: Model, world: World, a: TakeArgs): void {
+  const slot = world.slot(a.slot);
+  const t = world.timing;
+  const wait = a.wait === 0 ? 0 : t.wait[a.wait];
+  const op = 1_000 + ++model.seq;
+  const label = `${a.via}([${a.names.join(',')}]) ${op - 1_000} of ${slot}`;
+  const abort = a.abortable && wait > 0 ? new AbortController() : undefined;
+  const reason = new Error(`aborted ${label}`);
+  const options: Parameters<Leasehold['acquireAll']>[1] = {
+    ttl: t.ttl[a.ttl],
+    autoExtend: a.autoExtend,
+    wait,
+    ...(abort ? { signal: abort.signal } : {}),
+  };
+  const handOut = (all: { locks: readonly Lock[]; expiresIn(): number; signal: AbortSignal }) => {
+    const names = all.locks.map((l) => l.name);
+    if (names.join(',') !== a.names.join(',')) world.fail(`${label} handed out locks of [${names.join(',')}]`);
+    const dead = all.locks.filter((l) => !valid(l));
+    if (dead.length > 0 && !model.strictSets) {
+      // KNOWN DEFECT, counted rather than failed here so the rest stays checked; the test below
+      // documents it.
+      count('known defect: a set handed out with a lock run out');
+    } else if (!valid(all)) {
+      const which = dead.map((l) => l.name).join(',');
+      world.fail(`${label} reached user code with ${which} of no validity left (taken before it waited for the rest)`);
+    }
+    for (const lock of all.locks) {
+      if (!dead.includes(lock) || model.strictSets)
+        world.handOut(slot, lock.name, 'exclusive', lock, `${label}:${lock.name}`);
+    }
+  };
+  let started!: (value: undefined) => void;
+  const start = new Promise<undefined>((resolve) => {
+    started = resolve;
+  });
+  let call: Promise<unknown>;
+  if (a.via === 'acquireAll') {
+    call = slot.run(() => operation(op, () => slot.locks.acquireAll(a.names, options)));
+    call.then(
+      (all) => {
+        const multi = all as Awaited<ReturnType<Slot['locks']['acquireAll']>>;
+        handOut(multi);
+        model.held.push({ slot, label, locks: multi.locks, all: multi });
+        started(undefined);
+      },
+      () => undefined,
+    );
+  } else {
+    let finish!: () => void;
+    const done = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    call = slot.run(() =>
+      operation(op, () =>
+        slot.locks.withLocks(a.names, options, async (_signal, all) => {
+          handOut(all);
+          model.held.push({ slot, label, locks: all.locks, all, finish, call });
+          started(undefined);
+          await done;
+        }),
+      ),
+    );
+  }
+  const tracked = world.track(
+    label,
+    slot,
+    world.acquireBound(wait),
+    Promise.race([start, call]),
+    (r, tr) => {
+      if (r.status === 'fulfilled') return;
+      count(`failed ${(r.reason as { code?: string }).code ?? 'error'}`);
+      world.judgeError(label, r.reason, tr, { timeout: true, abort: abort ? reason : undefined });
+      const kept = tr.disturbed ? undefined : releasedAll(world, op);
+      if (kept) world.fail(`${label} failed while it kept ${kept}: taken and never released`);
+    },
+    { wants: a.names.map((name) => ({ name, kind: 'exclusive' as const })), op },
+  );
+  model.pending.push({ tracked, op, names: a.names, abort, reason });
+}
+
+function release(world: World, h: Held): void {
+  const label = `release of ${h.label}`;
+  const wasValid = h.all.expiresIn() > 0 && h.locks.every((l) => !l.signal.aborted);
+  if (h.finish) {
+    h.finish();
+    world.track(label, h.slot, world.margin, h.call as Promise<unknown>, (r, tr) => {
+      if (r.status === 'rejected') world.judgeError(label, r.reason, tr, {});
+    });
+    return;
+  }
+  world.track(
+    label,
+    h.slot,
+    world.margin,
+    h.slot.run(() => h.all.release()),
+    (r, tr) => {
+      if (r.status === 'rejected') return world.judgeError(label, r.reason, tr, {});
+      if (wasValid && !tr.disturbed && r.value !== true)
+        world.fail(`${label}, valid when released, answered ${r.value}`);
+    },
+  );
+}
+
+function takeCommand(a: TakeArgs): Command<Model> {
+  const abort = a.abortable && a.wait !== 0 ? ', abortable' : '';
+  const fixed = a.autoExtend ? '' : ' fixed';
+  const text = `Take(${a.slot}, [${a.names.join(',')}], ${a.via}, ttl ${a.ttl}${fixed}, wait ${a.wait}${abort})`;
+  return command<Model>(text, (m, w) => take(m, w, a));
+}
+
+function commands(timing: Timing, virtual: boolean): fc.Arbitrary<Command<Model>>[] {
+  const slot = fc.nat({ max: SLOTS - 1 });
+  const size = fc.constantFrom<Size>('short', 'long');
+  const names = fc.shuffledSubarray([...NAMES], { minLength: 1, maxLength: NAMES.length });
+  const takeArb = fc
+    .record({
+      slot,
+      names,
+      ttl: size,
+      autoExtend: fc.boolean(),
+      wait: fc.constantFrom<0 | Size>(0, 'short', 'long'),
+      via: fc.constantFrom<'acquireAll' | 'withLocks'>('acquireAll', 'withLocks'),
+      abortable: fc.boolean(),
+    })
+    .map(takeCommand);
+  const pick = <T extends { slot: Slot }>(list: T[], s: Slot, k: number) => {
+    const mine = list.filter((x) => x.slot === s);
+    return mine[k % Math.max(1, mine.length)];
+  };
+  const releaseArb = fc.tuple(slot, fc.nat(3)).map(([i, k]) =>
+    command<Model>(`Release(${i}, ${k})`, (m, w) => {
+      const h = pick(m.held, w.slot(i), k);
+      if (!h) return;
+      m.held = m.held.filter((x) => x !== h);
+      release(w, h);
+    }),
+  );
+  const extendArb = fc.tuple(slot, fc.nat(3)).map(([i, k]) =>
+    command<Model>(`Extend(${i}, ${k})`, (m, w) => {
+      const h = pick(m.held, w.slot(i), k);
+      if (!h) return;
+      const wasValid = h.all.expiresIn() > 0;
+      const label = `extend of ${h.label}`;
+      w.track(
+        label,
+        h.slot,
+        w.margin,
+        h.slot.run(() => h.all.extend()),
+        (r, tr) => {
+          if (r.status === 'fulfilled') return;
+          if (wasValid && !tr.disturbed) w.fail(`${label}, valid when extended, rejected with ${show(r.reason)}`);
+          else w.judgeError(label, r.reason, tr, { lost: true });
+        },
+      );
+    }),
+  );
+  const abortArb = fc.tuple(slot, fc.nat(3)).map(([i, k]) =>
+    command<Model>(`Abort(${i}, ${k})`, (m, w) => {
+      const open = m.pending.filter((p) => !p.tracked.settled && p.abort);
+      const p = pick(
+        open.map((x) => ({ ...x, slot: x.tracked.slot })),
+        w.slot(i),
+        k,
+      );
+      if (!p?.abort) return;
+      p.tracked.deadline = Math.min(p.tracked.deadline, w.clock.now() + w.margin + w.timing.epsilon);
+      p.abort.abort(p.reason);
+    }),
+  );
+  const common = commonCommands<Model>(SLOTS, timing, { crash: virtual });
+  return [
+    fc.oneof(
+      { weight: 6, arbitrary: takeArb },
+      { weight: 4, arbitrary: releaseArb },
+      { weight: 1, arbitrary: extendArb },
+      { weight: 1, arbitrary: abortArb },
+      ...common.map((arbitrary, i) => ({ weight: i === 0 ? 4 : 1, arbitrary })),
+    ),
+  ];
+}
+
+/** The deadlock check after every command, as the world's own checks. */
+function withDeadlockCheck(list: fc.Arbitrary<Command<Model>>[]): fc.Arbitrary<Command<Model>>[] {
+  return list.map((arb) =>
+    arb.map((c) => ({
+      ...c,
+      run: async (m: Model, w: World) => {
+        await c.run(m, w);
+        const cycle = deadlock(m, w);
+        if (cycle) {
+          w.fail(`deadlock: ${cycle}`);
+          w.throwIfViolated();
+        }
+      },
+      toString: () => c.toString(),
+    })),
+  );
+}
+
+function spec(overrides: Partial<ModelSpec<Model>> = {}): ModelSpec<Model> {
+  return {
+    backend: memory,
+    timing: VIRTUAL,
+    world: { slots: SLOTS, names: NAMES },
+    model: () => new Model(false),
+    commands: (timing, virtual) => withDeadlockCheck(commands(timing, virtual)),
+    finish: async (model, world) => {
+      for (const h of model.held.splice(0)) {
+        if (h.slot.live) release(world, h);
+        else h.finish?.();
+      }
+      await world.clock.settle();
+    },
+    ...overrides,
+  };
+}
+
+describe('acquireAll checked against a model', () => {
+  it('memory store, virtual clock', async () => {
+    const numRuns = Number(process.env.MODEL_RUNS ?? 300);
+    await fc.assert(modelProperty(spec()), params(numRuns));
+    if (process.env.MODEL_STATS) console.info(takeStats());
+  });
+
+  it.fails('KNOWN DEFECT: a set is handed out with a lock that ran out while the call waited for the next', async () => {
+    // The shrunk counterexample: `a` is taken at once (300 ms, no watchdog); `b` comes free at
+    // 300 ms, when `a` has no validity left; the set [b, a, c] is handed out at 305 ms.
+    const cmds = [
+      takeCommand({
+        slot: 0,
+        names: ['b'],
+        via: 'acquireAll',
+        ttl: 'short',
+        autoExtend: false,
+        wait: 0,
+        abortable: false,
+      }),
+      takeCommand({
+        slot: 0,
+        names: ['b', 'a', 'c'],
+        via: 'withLocks',
+        ttl: 'short',
+        autoExtend: false,
+        wait: 'long',
+        abortable: false,
+      }),
+      command<Model>('Advance(350)', (_m, w) => w.advance(350)),
+    ];
+    // Only this defect is the expected failure: a run without it (fixed), or one that fails
+    // otherwise, does not throw here, so `it.fails` reports it.
+    const error = await runCommands({ ...spec(), model: () => new Model(true) }, cmds).catch((e: unknown) => e);
+    if (/reached user code with a of no validity left/.test(String(error))) throw error;
+    if (error !== undefined) console.error('not the known defect:', error);
+  });
+
+  it('negative control: a plain-DEL release is caught', async () => {
+    const broken = spec({ world: { slots: SLOTS, names: NAMES, broken: { plainDel: true } } });
+    await expectCaught(
+      modelProperty(broken),
+      500,
+      /valid holders of [abc]|valid when released/,
+      'plain-DEL release (acquireAll)',
+    );
+  });
+
+  describe('redis-server, real time', () => {
+    const server = suiteRedis();
+    it('ioredis, one client per instance', async () => {
+      const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: 12 });
+      await fc.assert(modelProperty(real), params(4));
+    });
+  });
+});
