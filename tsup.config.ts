@@ -41,6 +41,7 @@ const library = {
   fencing: 'src/fencing/index.ts',
   nestjs: 'src/nestjs/index.ts',
   otel: 'src/otel/index.ts',
+  store: 'src/store/index.ts',
 };
 
 const shared = {

@@ -14,7 +14,8 @@ import { release } from '../../src/cli/commands/release.js';
 import { verify } from '../../src/cli/commands/verify.js';
 import { watch } from '../../src/cli/commands/watch.js';
 import { colourWanted } from '../../src/cli/style.js';
-import { DEFAULTS, jobKeys, Leasehold, LockLostError, lockKeys, MemoryStore } from '../../src/index.js';
+import { DEFAULTS, Leasehold, LockLostError, MemoryStore } from '../../src/index.js';
+import { jobKeys, lockKeys } from '../../src/store/index.js';
 import type { HandOff } from '../../src/store/port.js';
 import {
   counterToken,

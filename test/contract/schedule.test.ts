@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Backend, jobKeys, Leasehold, MemoryStore } from '../../src/index.js';
+import { type Backend, Leasehold, MemoryStore } from '../../src/index.js';
+import { jobKeys } from '../../src/store/index.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
 import {
   type ContractBackend,

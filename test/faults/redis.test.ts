@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Leasehold, type LockLostError, lockKeys, StoreUnavailableError } from '../../src/index.js';
+import { Leasehold, type LockLostError, StoreUnavailableError } from '../../src/index.js';
+import { lockKeys } from '../../src/store/index.js';
 import {
   counterToken,
   freePort,

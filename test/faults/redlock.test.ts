@@ -4,18 +4,18 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { now } from '../../src/core/clock.js';
 import { DEFAULTS } from '../../src/core/defaults.js';
+import type { NodeOutcome } from '../../src/core/errors.js';
 import {
   ErrorCode,
   Leasehold,
   type LeaseholdOptions,
   LockLostError,
-  lockKeys,
   MemoryStore,
-  type NodeOutcome,
   QuorumError,
   StoreUnavailableError,
 } from '../../src/index.js';
 import { mutex } from '../../src/primitives/mutex.js';
+import { lockKeys } from '../../src/store/index.js';
 import type { Store } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
 import { Quorum, type QuorumOptions } from '../../src/topology/quorum.js';

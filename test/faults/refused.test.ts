@@ -1,7 +1,8 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, Leasehold, lockKeys, StoreUnavailableError } from '../../src/index.js';
+import { ErrorCode, Leasehold, StoreUnavailableError } from '../../src/index.js';
+import { lockKeys } from '../../src/store/index.js';
 import { freePort, randomPrefix, startProxy, startRedis, waitFor } from '../harness/index.js';
 
 /**

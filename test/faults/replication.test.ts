@@ -2,14 +2,8 @@ import { Cluster, Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fencedWrite } from '../../src/fencing/index.js';
-import {
-  ErrorCode,
-  Leasehold,
-  type LeaseholdOptions,
-  lockKeys,
-  MemoryStore,
-  NotReplicatedError,
-} from '../../src/index.js';
+import { ErrorCode, Leasehold, type LeaseholdOptions, MemoryStore, NotReplicatedError } from '../../src/index.js';
+import { lockKeys } from '../../src/store/index.js';
 import {
   type RedisCluster,
   type RedisServer,

@@ -4,7 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { jobKeys, Leasehold } from '../../src/index.js';
+import { Leasehold } from '../../src/index.js';
+import { jobKeys } from '../../src/store/index.js';
 import { counterToken, type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
 
 /**

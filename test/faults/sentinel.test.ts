@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis';
 import { createSentinel } from 'redis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type Backend, Leasehold, Lock, LockTimeoutError, lockKeys, StoreUnavailableError } from '../../src/index.js';
+import { type Backend, Leasehold, Lock, LockTimeoutError, StoreUnavailableError } from '../../src/index.js';
+import { lockKeys } from '../../src/store/index.js';
 import { randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
 
 /**

@@ -72,17 +72,20 @@ const PROGRAM_BODY = `
     released,
     afterwards: afterwards === null ? null : afterwards.fencingToken > lock.fencingToken,
     lockError: typeof LockError,
+    storeEntry: [typeof lockKeys, typeof migrationSql],
   };
 `;
 
 const ESM_PROGRAM = `
 import { Leasehold, MemoryStore, LockError } from 'leasehold';
+import { lockKeys, migrationSql } from 'leasehold/store';
 ${PROGRAM_BODY}
 console.log(JSON.stringify({ format: 'esm', ...result }));
 `;
 
 const CJS_PROGRAM = `
 const { Leasehold, MemoryStore, LockError } = require('leasehold');
+const { lockKeys, migrationSql } = require('leasehold/store');
 
 let ioredis = 'not installed';
 try {
@@ -99,6 +102,7 @@ ${PROGRAM_BODY}
 /** Type-checked, never run: the declarations must carry real types, not `any`. */
 const ESM_TYPES = `
 import { Leasehold, type Lock, LockError, LockTimeoutError, MemoryStore } from 'leasehold';
+import { type LeaseStore, lockKeys, type Store } from 'leasehold/store';
 
 const locks = new Leasehold(new MemoryStore(), { ttl: 10_000 });
 const lock: Lock = await locks.acquire('job', { ttl: 1_000, wait: 0 });
@@ -115,14 +119,22 @@ const timeout: LockError = null as unknown as LockTimeoutError;
 await locks.acquire('job', { ttl: '1s' });
 // @ts-expect-error: there is no such method
 locks.frobnicate();
-export { maybe, released, signal, timeout, token };
+// The ports are in leasehold/store, and a MemoryStore is a Store.
+const store: Store = new MemoryStore();
+const lease: LeaseStore = store;
+const key: string = lockKeys('leasehold', 'job').lock;
+// @ts-expect-error: leasehold/store, not the root entry
+export type { LeaseStore as RootLeaseStore } from 'leasehold';
+export { key, lease, maybe, released, signal, timeout, token };
 `;
 
 const CJS_TYPES = `
 import { Leasehold, type Lock, MemoryStore } from 'leasehold';
+import type { Store } from 'leasehold/store';
 
 async function main(): Promise<number> {
-  const locks = new Leasehold(new MemoryStore());
+  const store: Store = new MemoryStore();
+  const locks = new Leasehold(store);
   const lock: Lock = await locks.acquire('job');
   // @ts-expect-error: fencingToken is a number
   const wrong: string = lock.fencingToken;
@@ -217,10 +229,16 @@ describe('the packed package, installed into a project of its own', () => {
         'dist/index.cjs',
         'dist/index.d.ts',
         'dist/index.d.cts',
+        'dist/store.js',
+        'dist/store.cjs',
+        'dist/store.d.ts',
+        'dist/store.d.cts',
         'dist/cli.js',
       ]),
     );
-    expect(pointedAt(installed)).toEqual(expect.arrayContaining(['dist/index.d.ts', 'dist/index.d.cts']));
+    expect(pointedAt(installed)).toEqual(
+      expect.arrayContaining(['dist/index.d.ts', 'dist/index.d.cts', 'dist/store.d.ts', 'dist/store.d.cts']),
+    );
     for (const path of pointedAt(installed)) expect(packed).toContain(path);
     expect(installed.scripts.prepack).toMatch(/\btsup\b|\bnpm run build\b/);
   });
@@ -277,7 +295,14 @@ describe('the packed package, installed into a project of its own', () => {
       ['esm.mjs', 'cjs.cjs'].map((file) => run(process.execPath, [file], { cwd: project, timeout: 15_000 })),
     );
     // A positive integer token; the next holder's is greater.
-    const expected = { fencingToken: true, whileHeld: null, released: true, afterwards: true, lockError: 'function' };
+    const expected = {
+      fencingToken: true,
+      whileHeld: null,
+      released: true,
+      afterwards: true,
+      lockError: 'function',
+      storeEntry: ['function', 'function'],
+    };
     expect(JSON.parse(esm?.stdout ?? '')).toEqual({ format: 'esm', ...expected });
     expect(JSON.parse(cjs?.stdout ?? '')).toEqual({ format: 'cjs', ...expected, ioredis: 'not installed' });
   });
@@ -354,5 +379,7 @@ describe('the packed package, installed into a project of its own', () => {
     const checked = result.stdout.split('\n');
     expect(checked).toContain(join(project, 'node_modules', 'leasehold', 'dist', 'index.d.ts'));
     expect(checked).toContain(join(project, 'node_modules', 'leasehold', 'dist', 'index.d.cts'));
+    expect(checked).toContain(join(project, 'node_modules', 'leasehold', 'dist', 'store.d.ts'));
+    expect(checked).toContain(join(project, 'node_modules', 'leasehold', 'dist', 'store.d.cts'));
   }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, type Leadership, type LeadershipEvents, Leasehold, lockKeys } from '../../../src/index.js';
+import { DEFAULTS, type Leadership, type LeadershipEvents, Leasehold } from '../../../src/index.js';
+import { lockKeys } from '../../../src/store/index.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';
 

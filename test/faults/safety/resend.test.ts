@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { jobKeys, Leasehold, lockKeys } from '../../../src/index.js';
+import { Leasehold } from '../../../src/index.js';
+import { jobKeys, lockKeys } from '../../../src/store/index.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { counterToken, randomPrefix, startProxy, type TcpProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, Leasehold, type Lock, lockKeys } from '../../../src/index.js';
+import { DEFAULTS, Leasehold, type Lock } from '../../../src/index.js';
+import { lockKeys } from '../../../src/store/index.js';
 import { counterToken, randomPrefix, startRedis, startSentinelGroup, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
 

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
-import { DEFAULTS, ErrorCode, Leasehold, type Lock, LockTimeoutError, lockKeys } from '../../../src/index.js';
+import { DEFAULTS, ErrorCode, Leasehold, type Lock, LockTimeoutError } from '../../../src/index.js';
+import { lockKeys } from '../../../src/store/index.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 import { Holder } from '../child.js';
 import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';

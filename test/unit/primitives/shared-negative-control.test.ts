@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Leasehold, type Store } from '../../../src/index.js';
+import { Leasehold } from '../../../src/index.js';
+import type { Store } from '../../../src/store/index.js';
 import type { SharedRequest } from '../../../src/store/port.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { resolveStore } from '../../../src/store/registry.js';

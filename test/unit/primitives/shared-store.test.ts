@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, type HandOff, MemoryStore } from '../../../src/index.js';
+import { DEFAULTS, MemoryStore } from '../../../src/index.js';
+import type { HandOff } from '../../../src/store/index.js';
 import type { AdminStore, HandOn, SharedRequest, SharedStore, Store } from '../../../src/store/port.js';
 import { resolveStore } from '../../../src/store/registry.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, Leasehold, LockError, MemoryStore, STORE, type Store } from '../../../src/index.js';
+import { ErrorCode, Leasehold, LockError, MemoryStore } from '../../../src/index.js';
+import { STORE, type Store } from '../../../src/store/index.js';
 
 /**
  * The semaphore and the read-write lock at the facade: their options checked at the edge, refused
