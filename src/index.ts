@@ -42,9 +42,7 @@ export type { HeldJobRun, JobRun, JobTask, RunOnceResult, SkipReason } from './s
  * `Store`: what `new Leasehold(store)` and LeaseholdModule's `store` option take (`new MemoryStore()`
  * or a store of your own); leasehold/nestjs names it from here. The ports it is made of, and
  * `Store` too, are in `leasehold/store`.
- * `lockKeys`: the Redis key layout belongs to `leasehold/store`; re-exported here only until the
- * CLI's `verify` (src/cli/verify/run.ts) imports it from there. Not part of the application's API.
  */
-export { lockKeys, type Store } from './store/index.js';
+export type { Store } from './store/index.js';
 export { MemoryStore } from './store/memory/memory-store.js';
 export type { Backend } from './store/registry.js';

@@ -29,8 +29,6 @@ describe('leasehold: what an application uses', () => {
       | 'QuorumError'
       | 'RedisUnavailableError'
       | 'StoreUnavailableError'
-      // Until the CLI's verify imports it from leasehold/store.
-      | 'lockKeys'
     >();
   });
 

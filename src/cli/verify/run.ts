@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { DEFAULTS } from '../../core/defaults.js';
 import { fencedRead } from '../../fencing/index.js';
-import { lockKeys } from '../../index.js';
+import { lockKeys } from '../../store/index.js';
 import { parseInfo } from '../doctor/probe.js';
 import { addressOf, connectServer } from '../redis.js';
 import { injectFaults } from './faults.js';
