@@ -6,7 +6,7 @@ import { DEFAULTS } from './core/defaults.js';
 import { type AcquireContext, channels, outcomeOf, trace, traced, tracing } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import type { Attempt, LockEngine } from './core/engine.js';
-import { closedError, LockTimeoutError, StoreUnavailableError, workFailure } from './core/errors.js';
+import { closedError, LockTimeoutError } from './core/errors.js';
 import { LeaseKeeper } from './core/lease-keeper.js';
 import { Lock, type LockContext } from './core/lock.js';
 import { NEVER_ABORTED } from './core/never-aborted.js';
@@ -25,15 +25,15 @@ import {
   OPTION_KEYS,
   type Resolved,
   resolveCall,
-  TRY_WHEN_UNAVAILABLE,
   type TryAcquireOptions,
   type TryResult,
   type TryWithLockOptions,
   type WithLockOptions,
   type Work,
 } from './facade/options.js';
+import { acquireAll, runAll, runHeld, type Taken, take, type WorkHost } from './facade/with-lock.js';
 import { Leadership } from './primitives/leadership.js';
-import { MultiLock } from './primitives/multi-lock.js';
+import type { MultiLock } from './primitives/multi-lock.js';
 import { Reentrancy } from './primitives/reentrant.js';
 import type { RunRecord } from './schedule/history.js';
 import type { Job } from './schedule/job.js';
@@ -71,12 +71,6 @@ function defaultInstance(): string {
 /** An engine's attempt that won the lock. */
 type Granted = Extract<Attempt, { acquired: true }>;
 
-/** What withLock / tryWithLock go on with: the lock, or what whenUnavailable chose. */
-type Taken<T> =
-  | { readonly kind: 'held'; readonly lock: Lock; readonly work: Work<T, Lock | null>; readonly reentrant: boolean }
-  | { readonly kind: 'skip' }
-  | { readonly kind: 'unlocked'; readonly work: Work<T, Lock | null> };
-
 /** What a kind of lock is called in diagnostics. */
 function kindName(o: Resolved): string {
   if (o.mode === 'shared') return 'read-write lock';
@@ -100,6 +94,14 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #settings: { commandTimeout: number; driftFactor: number; instance: string; fenceRetention: number };
   /** The Lock context of each engine in use, made with it. */
   readonly #contexts = new WeakMap<LockEngine, LockContext>();
+  /** What the `with…` calls and acquireAll use of this instance (facade/with-lock.ts). */
+  readonly #work: WorkHost = {
+    resolve: (options, entry, waits) => this.#resolve(options, entry, waits),
+    acquire: (name, o) => this.#acquire(name, o),
+    reentrancy: this.#reentrancy,
+    onReleaseFailed: (lock, error) =>
+      this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+  };
   #closed = false;
   /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
   readonly #closing = closingController();
@@ -315,8 +317,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     optionsOrWork: WithLockOptions | Work<T, never>,
     maybeWork?: Work<T, never>,
   ): Promise<T | undefined> {
-    const taken = await this.#take(name, optionsOrWork, maybeWork, 'withLock', true);
-    if (taken.kind === 'held') return this.#runHeld(taken.lock, taken.work, taken.reentrant);
+    const taken = await take(this.#work, name, optionsOrWork, maybeWork, 'withLock');
+    if (taken.kind === 'held') return runHeld(this.#work, taken.lock, taken.work, taken.reentrant);
     if (taken.kind === 'skip') return undefined;
     return taken.work(NEVER_ABORTED, null);
   }
@@ -339,61 +341,16 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   ): Promise<TryResult<T>> {
     let taken: Taken<T>;
     try {
-      taken = await this.#take(name, optionsOrWork, maybeWork, 'tryWithLock', false);
+      taken = await take(this.#work, name, optionsOrWork, maybeWork, 'tryWithLock');
     } catch (error) {
       if (error instanceof LockTimeoutError) return { ran: false, reason: 'locked' };
       throw error;
     }
     if (taken.kind === 'held') {
-      return { ran: true, value: await this.#runHeld(taken.lock, taken.work, taken.reentrant) };
+      return { ran: true, value: await runHeld(this.#work, taken.lock, taken.work, taken.reentrant) };
     }
     if (taken.kind === 'skip') return { ran: false, reason: 'unavailable' };
     return { ran: true, value: await taken.work(NEVER_ABORTED, null) };
-  }
-
-  /**
-   * withLock and tryWithLock up to the work: the arguments checked, the lock acquired, or what
-   * `whenUnavailable` says to do when the backend is unreachable.
-   */
-  async #take<T>(
-    name: string,
-    optionsOrWork: WithLockOptions | Work<T, never>,
-    maybeWork: Work<T, never> | undefined,
-    what: 'withLock' | 'tryWithLock',
-    waits: boolean,
-  ): Promise<Taken<T>> {
-    const [options, work] =
-      typeof optionsOrWork === 'function' ? [undefined, optionsOrWork] : [optionsOrWork, maybeWork];
-    validate.lockName(name);
-    validate.optionsOrWork(optionsOrWork, what);
-    validate.fn(work, `${what} work`);
-    const resolved = this.#resolve(options, what, waits);
-    const o = options as Record<string, unknown> | undefined;
-    const whenUnavailable = validate.optionalWhenUnavailable(o?.whenUnavailable, TRY_WHEN_UNAVAILABLE);
-    const run = work as Work<T, Lock | null>;
-    try {
-      const lock = await this.#acquire(name, resolved);
-      return { kind: 'held', lock, work: run, reentrant: resolved.reentrant };
-    } catch (error) {
-      if (!(error instanceof StoreUnavailableError) || whenUnavailable === 'fail') throw error;
-      return whenUnavailable === 'skip' ? { kind: 'skip' } : { kind: 'unlocked', work: run };
-    }
-  }
-
-  async #runHeld<T>(lock: Lock, work: Work<T, Lock | null>, reentrant = false): Promise<T> {
-    try {
-      // A reentrant hold carries the lease in the work's async context, for nested acquisitions.
-      if (reentrant) return await this.#reentrancy.run(lock, async () => work(lock.signal, lock));
-      return await work(lock.signal, lock);
-    } catch (error) {
-      throw workFailure(error, lock.signal);
-    } finally {
-      await lock
-        .release()
-        .catch((error: unknown) =>
-          this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
-        );
-    }
   }
 
   /**
@@ -404,20 +361,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    */
   async acquireAll(names: readonly string[], options?: AcquireAllOptions): Promise<MultiLock> {
     const list = validate.lockNames(names);
-    const o = this.#resolve(options, 'acquireAll', true);
-    const deadline = now() + o.wait;
-    const order = [...list].sort();
-    const taken = new Map<string, Lock>();
-    try {
-      for (const name of order) {
-        const wait = Math.max(0, Math.round(deadline - now()));
-        taken.set(name, await this.#acquire(name, { ...o, wait }));
-      }
-    } catch (error) {
-      await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
-      throw error;
-    }
-    return new MultiLock(list.map((name) => taken.get(name) as Lock));
+    return acquireAll(this.#work, list, this.#resolve(options, 'acquireAll', true));
   }
 
   /**
@@ -431,22 +375,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   ): Promise<T> {
     validate.fn(work, 'withLocks work');
     validate.options(options, 'withLocks options', OPTION_KEYS.withLocks);
-    const all = await this.acquireAll(names, options);
-    try {
-      return await work(all.signal, all);
-    } catch (error) {
-      throw workFailure(error, all.signal);
-    } finally {
-      await Promise.all(
-        all.locks.map((lock) =>
-          lock
-            .release()
-            .catch((error: unknown) =>
-              this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
-            ),
-        ),
-      );
-    }
+    return runAll(this.#work, await this.acquireAll(names, options), work);
   }
 
   /**
