@@ -165,8 +165,9 @@ export function sharedCases(ctx: PrimitiveContext): void {
     it('the watchdog keeps a permit past its ttl', async () => {
       if (!(await hasShared())) return;
       const [a, b] = [await ctx.leasehold(), await ctx.leasehold()];
-      const lock = await a.acquire('kept', { limit: 1, ttl: 300 });
-      await sleep(700);
+      const ttl = 1_000;
+      const lock = await a.acquire('kept', { limit: 1, ttl });
+      await sleep(2 * ttl);
       expect(lock.signal.aborted).toBe(false);
       expect(await b.tryAcquire('kept', { limit: 1 })).toBeNull();
       expect(await lock.release()).toBe(true);
