@@ -1,5 +1,5 @@
 import { now } from '../core/clock.js';
-import { StoreUnavailableError, workFailure } from '../core/errors.js';
+import { LockLostError, StoreUnavailableError, workFailure } from '../core/errors.js';
 import type { Lock } from '../core/lock.js';
 import * as validate from '../core/validate.js';
 import { MultiLock } from '../primitives/multi-lock.js';
@@ -83,6 +83,13 @@ export async function acquireAll(host: WorkHost, names: readonly string[], o: Re
   } catch (error) {
     await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
     throw error;
+  }
+  // A lock taken early may have run out while the call waited for the next (a short lease without
+  // the watchdog, a blocked event loop): the set is never handed out with a lease of no validity.
+  const lost = [...taken.values()].find((lock) => !lock.held);
+  if (lost) {
+    await Promise.allSettled([...taken.values()].map((lock) => lock.release()));
+    throw lost.lostError ?? new LockLostError(lost.name, 'validity-elapsed', lost.fencingToken);
   }
   return new MultiLock(names.map((name) => taken.get(name) as Lock));
 }
