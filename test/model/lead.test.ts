@@ -248,7 +248,11 @@ function checkLeaders(model: Model, world: World): void {
   // Candidates idle while the lock is surely free and no term runs: a lost wake-up.
   const candidates = model.campaigns.filter((c) => !c.stopped && c.slot.live && !c.slot.disturbed);
   const running = model.running().filter((t) => t.slot.live);
-  if (candidates.length > 0 && running.length === 0 && world.surelyFree(NAME, 'exclusive')) {
+  const waiting = new Set(candidates.map((c) => c.slot.actor));
+  const idle = candidates.length > 0 && running.length === 0 && world.surelyFree(NAME, 'exclusive', undefined, waiting);
+  const known = idle ? world.staleFallback((e) => waiting.has(e.actor) && e.name === NAME) : undefined;
+  if (known !== undefined) count(`known defect: ${known}`);
+  else if (idle) {
     world.fail(`${candidates.map((c) => c.label).join(', ')} campaign, no term runs, and ${NAME} has been surely free`);
   }
 }

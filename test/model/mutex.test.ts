@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
+  command,
   expectCaught,
   type ModelSpec,
   memory,
@@ -9,10 +10,12 @@ import {
   params,
   REAL,
   redis,
+  runCommands,
+  type Size,
   takeStats,
   VIRTUAL,
 } from './harness.js';
-import { type LockModel, lockCommands, LockModel as Model } from './locks.js';
+import { acquireCommand, type LockModel, lockCommands, LockModel as Model, releaseCommand } from './locks.js';
 
 /**
  * The mutex against a model: three instances take one name with acquire / tryAcquire / withLock /
@@ -30,6 +33,15 @@ import { type LockModel, lockCommands, LockModel as Model } from './locks.js';
  * - once everyone closed and every lease ran out: nothing held, queued or reserved in the store.
  *
  * Negative control: a store whose release is a plain DEL (forceRelease, whoever holds the lock).
+ *
+ * KNOWN DEFECT (src/core/waiting.ts, src/core/acquire-loop.ts): a waiter's fallback timer is the
+ * lease it was refused by (at most maxPark), never shortened when the lock is handed on. When the
+ * waiter it is handed to holds it with a shorter lease that runs out without a release (no
+ * watchdog, a pause, a kill), the waiters not named by that hand-off sleep on, and one whose wait
+ * ends first times out with no last attempt, although the lock has been free. Every model counts
+ * such an idle waiter (World.staleFallback) rather than failing on it; the `it.fails` test below
+ * runs the shrunk sequence without that excuse, and passes once a waiter's fallback follows the
+ * lock's current holder (or the wait ends with a last attempt).
  */
 
 const NAME = 'mutex';
@@ -53,6 +65,32 @@ describe('the mutex checked against a model', () => {
     const numRuns = Number(process.env.MODEL_RUNS ?? 500);
     await fc.assert(modelProperty(spec()), params(numRuns));
     if (process.env.MODEL_STATS) console.info(takeStats());
+  });
+
+  it.fails('KNOWN DEFECT: a waiter sleeps on after the holder the lock was handed to ran out', async () => {
+    // The shrunk sequence: #0 holds for 2 s; five waiters queue (the last waits 1 s); #0 releases,
+    // the first waiter takes the lock for 300 ms (no watchdog) and lets it run out; the three
+    // named next give up at 150 ms; the last one sleeps until its wait ends at 1 s.
+    const take = (slot: number, ttl: Size, wait: 0 | Size) =>
+      acquireCommand({ slot, kind: 'exclusive', via: 'acquire', ttl, autoExtend: false, wait, abortable: false });
+    const cmds = [
+      take(0, 'long', 0),
+      ...[1, 1, 1, 2].map((slot) => take(slot, 'short', 'short')),
+      take(2, 'short', 'long'),
+      releaseCommand(0, 0),
+      command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
+    ];
+    const strict = spec({
+      model: (world) => {
+        world.excuseIdle = undefined;
+        return new Model(config);
+      },
+    });
+    // Only this defect is the expected failure: a run without it (fixed), or one that fails
+    // otherwise, does not throw here, so `it.fails` reports it.
+    const error = await runCommands(strict, cmds).catch((e: unknown) => e);
+    if (/exclusive acquire 6 of #\d+ still waits though mutex has been surely free/.test(String(error))) throw error;
+    if (error !== undefined) console.error('not the known defect:', error);
   });
 
   it('negative control: a plain-DEL release is caught', async () => {

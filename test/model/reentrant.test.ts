@@ -23,6 +23,7 @@ import {
   VIRTUAL,
   type World,
 } from './harness.js';
+import { operation } from './store.js';
 
 // Each run's Leaseholds' AsyncLocalStorage disabled after it (contexts.ts).
 vi.mock('node:async_hooks', async (real) => (await import('./contexts.js')).trackingAsyncHooks(await real()));
@@ -215,7 +216,7 @@ function hold(model: Model, world: World, slot: Slot, options: HoldOptions, pare
       hold(model, world, slot, options, frame);
     }
   };
-  const call = slot.run(() => model.reentrant(slot, options, work));
+  const call = slot.run(() => operation(id, () => model.reentrant(slot, options, work)));
   // Settled without its work starting: a rejection (the race must see it, not a start).
   const settled = call.then(() => undefined);
   // A nested call settles at once (re-entered, or rejected); an outer one within its wait.
@@ -234,7 +235,7 @@ function hold(model: Model, world: World, slot: Slot, options: HoldOptions, pare
       if (frame) frame.call = call;
       count(parent ? 'nested hold' : 'outer hold');
     },
-    { wants: parent ? [] : [{ name: NAME, kind: 'exclusive' }] },
+    { wants: parent ? [] : [{ name: NAME, kind: 'exclusive' }], op: id },
   );
   if (parent) tracked.disturbed = true;
 }
