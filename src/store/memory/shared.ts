@@ -65,6 +65,10 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
       const next = lock.following();
       lock.summon(next, handOn.reservation);
       lock.tell(woken, next);
+    } else {
+      // Nobody admitted, but the lock may now end sooner than the head waiter was told: it asks again.
+      const head = lock.following()[0];
+      if (head !== undefined) lock.tell([head], []);
     }
   }
   stretch(lock, mark);
