@@ -38,7 +38,8 @@ import { type Entry, operation } from './store.js';
  *   caller heard (an undisturbed call);
  * - no deadlock: never a cycle of waiting calls, each holding a name another one waits for;
  * - no undisturbed call stays parked while the names it still needs are surely free;
- * - every call settles within its wait plus 3 × commandTimeout (plus its instance's stops);
+ * - every call settles within max(wait, 2 × commandTimeout) + 3 × commandTimeout (plus its
+ *   instance's stops);
  * - once everyone closed and every lease ran out: nothing held, queued or reserved.
  *
  * Negative controls: a plain-DEL release (the store deletes a lock whoever holds it); the names

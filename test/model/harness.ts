@@ -165,7 +165,6 @@ export interface Want {
 }
 
 export interface Backend {
-  readonly label: string;
   clock(): Clock;
   open(): Promise<Opened>;
 }
@@ -182,7 +181,6 @@ export interface Opened {
 
 /** The memory store on the virtual clock. */
 export const memory: Backend = {
-  label: 'memory',
   clock: () => new VirtualClock(),
   open: async () => {
     const store = new MemoryStore().scope('model');
@@ -193,7 +191,6 @@ export const memory: Backend = {
 /** A real redis-server: one ioredis client per instance, a fresh prefix per run. */
 export function redis(server: () => { host: string; port: number }): Backend {
   return {
-    label: 'redis',
     clock: () => new RealClock(),
     open: async () => {
       const prefix = randomPrefix();
@@ -936,6 +933,17 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
   }
 }
 
+/** `spec` with no known defect excused: every idle waiter fails the run. */
+export function strict<M extends object>(spec: ModelSpec<M>): ModelSpec<M> {
+  return {
+    ...spec,
+    model: (world) => {
+      world.excuseIdle = undefined;
+      return spec.model(world);
+    },
+  };
+}
+
 /**
  * For an `it.fails` test documenting a known defect: run `cmds` without the defect's excuse and
  * throw only the violation `pattern` names. A run without it (the defect fixed), or one that fails
@@ -946,14 +954,7 @@ export async function showsDefect<M extends object>(
   cmds: Command<M>[],
   pattern: RegExp,
 ): Promise<void> {
-  const strict: ModelSpec<M> = {
-    ...spec,
-    model: (world) => {
-      world.excuseIdle = undefined;
-      return spec.model(world);
-    },
-  };
-  const error = await runCommands(strict, cmds).catch((e: unknown) => e);
+  const error = await runCommands(strict(spec), cmds).catch((e: unknown) => e);
   if (pattern.test(String(error))) throw error;
   if (error !== undefined) console.error('not the known defect:', error);
 }

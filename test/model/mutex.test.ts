@@ -26,9 +26,10 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  * - never two valid holders (each judged by its own lock.expiresIn() > 0 and signal not aborted);
  * - no lock reaches user code, nor a withLock work, with no validity left;
  * - fencing tokens strictly increase in the store's grant order, and per hand-out;
- * - every acquisition settles within its wait plus 3 × commandTimeout (plus any stop of its
- *   instance), rejecting only as its situation allows (timeout, its abort, CLOSED, unavailable
- *   under a disturbed net);
+ * - every acquisition settles within max(wait, 2 × commandTimeout) + 3 × commandTimeout (plus any
+ *   stop of its instance), rejecting only as its situation allows (timeout, its abort, CLOSED,
+ *   unavailable under a disturbed net); no undisturbed waiter stays parked while the lock has been
+ *   surely free for a reservation's length (a lost wake-up);
  * - a try refused finds the lock not surely free; a valid lock's release answers true;
  * - once everyone closed and every lease ran out: nothing held, queued or reserved in the store.
  *

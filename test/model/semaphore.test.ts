@@ -24,7 +24,8 @@ import { type LockModel, lockCommands, LockModel as Model } from './locks.js';
  * - never more than 2 valid holders (each by its own expiresIn() > 0 and signal not aborted);
  * - no permit reaches user code, nor a withLock work, with no validity left;
  * - tokens strictly increase in the store's grant order (the name's one counter);
- * - every acquisition settles within its wait plus 3 × commandTimeout (plus its instance's stops);
+ * - every acquisition settles within max(wait, 2 × commandTimeout) + 3 × commandTimeout (plus its
+ *   instance's stops);
  *   no undisturbed waiter stays parked while a permit has been surely free for a reservation;
  * - a try refused finds no permit surely free (a permit is never lost); a valid hold's release
  *   answers true;
