@@ -487,6 +487,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();
     this.#waits.close();
+    this.#reentrancy.close();
     await this.#engines.close();
   }
 
