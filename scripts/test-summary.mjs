@@ -11,7 +11,7 @@ const files = report.testResults.map((f) => ({
 
 /** The layers a developer runs on every change, and the slower ones. */
 const LAYERS = [
-  ['unit and contract', /^test\/(unit|contract|types)\//],
+  ['unit, contract and models', /^test\/(unit|contract|types|model)\//],
   ['faults', /^test\/faults\//],
   ['backends (PostgreSQL, etcd)', /^test\/(postgres|etcd)\//],
   ['CLI, package, integrations', /^test\/(cli|package|nestjs|recipes|harness)\//],
