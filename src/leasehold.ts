@@ -19,6 +19,7 @@ import {
   type AcquireOptions,
   type CallDefaults,
   type EntryPoint,
+  kindName,
   LEASEHOLD_KEYS,
   type LeadOptions,
   type LeaseholdOptions,
@@ -70,12 +71,6 @@ function defaultInstance(): string {
 
 /** An engine's attempt that won the lock. */
 type Granted = Extract<Attempt, { acquired: true }>;
-
-/** What a kind of lock is called in diagnostics. */
-function kindName(o: Resolved): string {
-  if (o.mode === 'shared') return 'read-write lock';
-  return o.limit === undefined ? 'mutex' : 'semaphore';
-}
 
 /**
  * Locks and leases on one Redis (a client or a cluster), on several independent Redis masters
@@ -228,8 +223,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const started = now();
     let engine: LockEngine;
     try {
-      const kind = o.mode === 'shared' ? { shared: true } : o.limit === undefined ? {} : { limit: o.limit };
-      engine = this.#engines.engineFor(kind, o.replication);
+      engine = this.#engines.engineFor(o.kind, o.replication);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -238,7 +232,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     const instance = this.#instance;
     return trace(
       tracing.acquire,
-      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: kindName(o) }),
+      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: kindName(o.kind) }),
       () => this.#take1(name, o, started, engine),
       (ctx, lock) => {
         ctx.owner = lock.owner;

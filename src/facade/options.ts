@@ -1,6 +1,7 @@
 import type { UnsafeConfig, WhenUnavailable } from '../core/defaults.js';
 import type { Lock } from '../core/lock.js';
 import * as validate from '../core/validate.js';
+import type { LockKind } from '../topology/engines.js';
 import type { Replication } from '../topology/single.js';
 
 /** Options of a `Leasehold` instance. Per-call options override `ttl`, `wait` and `autoExtend`. */
@@ -174,9 +175,8 @@ export interface Resolved {
   readonly autoExtend: boolean;
   readonly signal: AbortSignal | undefined;
   readonly reentrant: boolean;
-  /** A semaphore's permits, or undefined. */
-  readonly limit: number | undefined;
-  readonly mode: validate.LockMode;
+  /** The kind of lock asked for (the mutex, a semaphore's permits, a read-write lock's shared hold). */
+  readonly kind: LockKind;
   /** The call's own replica acknowledgement, when it set any of the options; else the instance's applies. */
   readonly replication: Replication | undefined;
 }
@@ -198,19 +198,28 @@ const NO_REPLICATION: Replication = Object.freeze({
   whenShort: 'keep',
 });
 
+const MUTEX: LockKind = Object.freeze({});
+const SHARED: LockKind = Object.freeze({ shared: true });
+
+/** What a kind of lock is called in diagnostics. */
+export function kindName(kind: LockKind): string {
+  if (kind.shared) return 'read-write lock';
+  return kind.limit === undefined ? 'mutex' : 'semaphore';
+}
+
 /** Check the options of a call to `entry` and fill in the instance's defaults. */
 export function resolveCall(options: unknown, entry: EntryPoint, waits: boolean, d: CallDefaults): Resolved {
   const o = validate.options(options, `${entry} options`, OPTION_KEYS[entry]);
   const reentrant = validate.optionalBoolean(o.reentrant, 'reentrant', false);
-  const kind = validate.lockKind(o.limit, o.mode, reentrant);
+  const { limit, mode } = validate.lockKind(o.limit, o.mode, reentrant);
+  const kind: LockKind = mode === 'shared' ? SHARED : limit === undefined ? MUTEX : { limit };
   return {
     ttl: validate.optionalTtl(o.ttl, 'ttl', d.driftFactor, d.ttl),
     wait: waits ? validate.optionalDuration(o.wait, 'wait', 0, d.wait) : 0,
     autoExtend: validate.optionalBoolean(o.autoExtend, 'autoExtend', d.autoExtend),
     signal: validate.optionalSignal(o.signal),
     reentrant,
-    limit: kind.limit,
-    mode: kind.mode,
+    kind,
     replication: callReplication(o, d.replication),
   };
 }
