@@ -105,7 +105,7 @@ export class Engines {
       if (!primitive.supports(store)) {
         throw invalidArgument(
           `this ${store.kind} store cannot run a ${primitive.kind}: it has no shared holds ` +
-            '(acquireShared, extendShared, releaseShared, leaveShared, inspectShared); Redis and the MemoryStore have them',
+            '(acquireShared, extendShared, releaseShared, leaveShared, inspectShared)',
         );
       }
       return new Single(primitive, store, false, { ...single, replication });
