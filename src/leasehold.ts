@@ -1,25 +1,19 @@
-import { EventEmitter, setMaxListeners } from 'node:events';
+import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
-import { AcquireLoop } from './core/acquire-loop.js';
-import { now } from './core/clock.js';
 import { DEFAULTS } from './core/defaults.js';
-import { type AcquireContext, channels, outcomeOf, trace, traced, tracing } from './core/diagnostics.js';
+import { channels } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
-import type { Attempt, LockEngine } from './core/engine.js';
 import { closedError, LockTimeoutError } from './core/errors.js';
-import { LeaseKeeper } from './core/lease-keeper.js';
-import { Lock, type LockContext } from './core/lock.js';
+import type { Lock } from './core/lock.js';
 import { NEVER_ABORTED } from './core/never-aborted.js';
-import { newOwnerToken } from './core/owner.js';
 import * as validate from './core/validate.js';
-import { WaitQueues } from './core/waiting.js';
+import { Acquisitions } from './facade/acquisition.js';
 import type { BackendOperation, LeaseholdEvents } from './facade/events.js';
 import {
   type AcquireAllOptions,
   type AcquireOptions,
   type CallDefaults,
   type EntryPoint,
-  kindName,
   LEASEHOLD_KEYS,
   type LeadOptions,
   type LeaseholdOptions,
@@ -58,19 +52,9 @@ export type {
   Work,
 } from './facade/options.js';
 
-function closingController(): AbortController {
-  const controller = new AbortController();
-  // One listener per parked waiter of this instance: any number is expected.
-  setMaxListeners(0, controller.signal);
-  return controller;
-}
-
 function defaultInstance(): string {
   return `${hostname()}:${process.pid}`;
 }
-
-/** An engine's attempt that won the lock. */
-type Granted = Extract<Attempt, { acquired: true }>;
 
 /**
  * Locks and leases on one Redis (a client or a cluster), on several independent Redis masters
@@ -78,28 +62,21 @@ type Granted = Extract<Attempt, { acquired: true }>;
  */
 export class Leasehold extends EventEmitter<LeaseholdEvents> {
   readonly #engines: Engines;
-  readonly #keeper = new LeaseKeeper();
-  readonly #waits: WaitQueues;
-  readonly #loop: AcquireLoop;
+  readonly #locks: Acquisitions;
   readonly #reentrancy = new Reentrancy();
-  readonly #held = new Set<Lock>();
   /** What a call falls back on: the instance's ttl, wait, autoExtend, drift and replicas. */
   readonly #defaults: CallDefaults;
   readonly #instance: string;
-  readonly #settings: { commandTimeout: number; driftFactor: number; instance: string; fenceRetention: number };
-  /** The Lock context of each engine in use, made with it. */
-  readonly #contexts = new WeakMap<LockEngine, LockContext>();
+  readonly #fenceRetention: number;
   /** What the `with…` calls and acquireAll use of this instance (facade/with-lock.ts). */
   readonly #work: WorkHost = {
     resolve: (options, entry, waits) => this.#resolve(options, entry, waits),
-    acquire: (name, o) => this.#acquire(name, o),
+    acquire: (name, o) => this.#locks.acquire(name, o),
     reentrancy: this.#reentrancy,
     onReleaseFailed: (lock, error) =>
       this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
   };
   #closed = false;
-  /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
-  readonly #closing = closingController();
   #scheduler: Scheduler | undefined;
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
@@ -115,62 +92,32 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       replication,
     };
     this.#instance = validate.instance(o.instance, defaultInstance());
-    this.#settings = {
-      commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
-      driftFactor,
-      instance: this.#instance,
-      fenceRetention: validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention),
-    };
-    const onBackendError = (error: unknown, operation: string) =>
-      this.#emit('backendError', { error, operation: operation as BackendOperation });
+    this.#fenceRetention = validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention);
     this.#engines = new Engines(
       backend,
       {
-        ...this.#settings,
         prefix: validate.prefix(o.prefix),
+        commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
+        driftFactor,
+        instance: this.#instance,
+        fenceRetention: this.#fenceRetention,
         unsafeConfig: validate.unsafeConfig(o.unsafeConfig),
         replication,
         quorum: o.quorum,
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
       },
-      { onBackendError },
+      {
+        onBackendError: (error, operation) =>
+          this.#emit('backendError', { error, operation: operation as BackendOperation }),
+      },
     );
-    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: (e) => onBackendError(e, 'wait') });
-    this.#loop = new AcquireLoop({
-      waits: this.#waits,
-      closing: this.#closing.signal,
-      isClosed: () => this.#closed,
-      onLeaveError: (error) => onBackendError(error, 'leave-queue'),
-    });
-  }
-
-  /** What the Lock handles of `engine` call back through: its extend and release, and this instance's events. */
-  #contextFor(engine: LockEngine): LockContext {
-    let context = this.#contexts.get(engine);
-    if (context) return context;
-    context = {
-      keeper: this.#keeper,
-      driftFactor: this.#settings.driftFactor,
+    this.#locks = new Acquisitions(this.#engines, {
       instance: this.#instance,
-      extend: (name, owner, ttl) => engine.extend(name, owner, ttl),
-      release: async (lock) => {
-        const released = await engine.release(lock.name, lock.owner);
-        if (this.listenerCount('released') > 0) {
-          this.#emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
-        }
-        return released;
-      },
-      onLost: (lock, error) => this.#emit('lost', { name: lock.name, fencingToken: lock.fencingToken, error }),
-      onExtended: (lock) =>
-        this.#emit('extended', { name: lock.name, fencingToken: lock.fencingToken, expiresIn: lock.expiresIn() }),
-      onExtendError: (lock, error) =>
-        this.#emit('extendFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
-      onDone: (lock) => {
-        this.#held.delete(lock);
-      },
-    };
-    this.#contexts.set(engine, context);
-    return context;
+      driftFactor,
+      reentrancy: this.#reentrancy,
+      emit: (event, ...args) => this.#emit(event, ...args),
+      hears: (event) => this.listenerCount(event) > 0,
+    });
   }
 
   /** Emit without letting a throwing listener break the lease state machine or a timer. */
@@ -194,7 +141,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    */
   async acquire(name: string, options?: AcquireOptions): Promise<Lock> {
     validate.lockName(name);
-    return this.#acquire(name, this.#resolve(options, 'acquire', true));
+    return this.#locks.acquire(name, this.#resolve(options, 'acquire', true));
   }
 
   /** One attempt, never waits: the Lock, or null when another owner holds it. */
@@ -202,89 +149,11 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     validate.lockName(name);
     const resolved = this.#resolve(options, 'tryAcquire', false);
     try {
-      return await this.#acquire(name, resolved);
+      return await this.#locks.acquire(name, resolved);
     } catch (error) {
       if (error instanceof LockTimeoutError) return null;
       throw error;
     }
-  }
-
-  #acquire(name: string, o: Resolved): Promise<Lock> {
-    if (o.reentrant) {
-      const held = this.#reentrancy.held(name);
-      if (held) {
-        try {
-          return Promise.resolve(held.reenter());
-        } catch (error) {
-          return Promise.reject(error);
-        }
-      }
-    }
-    const started = now();
-    let engine: LockEngine;
-    try {
-      engine = this.#engines.engineFor(o.kind, o.replication);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    // Nobody listening: no context, no closures, the acquisition as it is.
-    if (!traced(tracing.acquire)) return this.#take1(name, o, started, engine);
-    const instance = this.#instance;
-    return trace(
-      tracing.acquire,
-      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: kindName(o.kind) }),
-      () => this.#take1(name, o, started, engine),
-      (ctx, lock) => {
-        ctx.owner = lock.owner;
-        ctx.fencingToken = lock.fencingToken;
-        ctx.waited = Math.round(now() - started);
-        ctx.outcome = 'acquired';
-      },
-      (ctx, error) => {
-        ctx.waited = Math.round(now() - started);
-        ctx.outcome = outcomeOf(error);
-      },
-    );
-  }
-
-  async #take1(name: string, o: Resolved, started: number, engine: LockEngine): Promise<Lock> {
-    const owner = newOwnerToken();
-    const outcome = await this.#loop.run<Granted, null>({
-      name,
-      owner,
-      wait: o.wait,
-      signal: o.signal,
-      attempt: async (tries, queue) => {
-        const attempt = await engine.attempt(name, owner, o.ttl, tries, queue);
-        return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
-      },
-      giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
-      adopt: (grant) => {
-        const adopted = engine.adopt?.(owner, o.ttl, grant);
-        return adopted?.acquired ? adopted : undefined;
-      },
-      subscribe: (onHandOff) => engine.watch(name, onHandOff),
-      leave: async () => engine.leave?.(name, owner),
-    });
-    if ('refused' in outcome) throw new LockTimeoutError(name, outcome.waited);
-    const attempt = outcome.granted;
-    const lock = new Lock(
-      {
-        name,
-        owner: attempt.owner ?? owner,
-        fencingToken: attempt.fencingToken,
-        ttl: o.ttl,
-        validUntil: attempt.validUntil,
-        autoExtend: o.autoExtend,
-        replicas: attempt.replicas,
-      },
-      this.#contextFor(engine),
-    );
-    this.#held.add(lock);
-    if (this.listenerCount('acquired') > 0) {
-      this.#emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
-    }
-    return lock;
   }
 
   /**
@@ -390,7 +259,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     return new Leadership(
       {
         name,
-        campaign: (signal) => this.#acquire(name, { ...o, wait: campaignWait, signal, reentrant: false }),
+        campaign: (signal) => this.#locks.acquire(name, { ...o, wait: campaignWait, signal, reentrant: false }),
         retryDelay: DEFAULTS.resubscribeDelay,
         stopTimeout,
         run: (lock, fn) => this.#reentrancy.run(lock, fn),
@@ -435,15 +304,12 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     this.#scheduler ??= new Scheduler({
       jobs: this.#engines.jobs,
       noJobs: this.#engines.noJobs,
-      loop: this.#loop,
+      loop: this.#locks.loop,
       instance: this.#instance,
-      fenceRetention: this.#settings.fenceRetention,
-      driftFactor: this.#settings.driftFactor,
-      context: this.#contextFor(this.#engines.mutex),
-      adopt: (lock) => {
-        this.#held.add(lock);
-        this.#emit('acquired', { name: lock.name, fencingToken: lock.fencingToken, waited: 0 });
-      },
+      fenceRetention: this.#fenceRetention,
+      driftFactor: this.#defaults.driftFactor,
+      context: this.#locks.contextFor(this.#engines.mutex),
+      adopt: (lock) => this.#locks.adopt(lock),
       // JobEvents[K] is LeaseholdEvents[K] for every job event; TypeScript cannot see it for a generic K.
       emit: (event, ...args) => this.#emit(event, ...(args as LeaseholdEvents[typeof event])),
       onReleased: (lock, released) =>
@@ -457,12 +323,12 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
 
   /** Locks this instance holds right now. */
   get heldCount(): number {
-    return this.#held.size;
+    return this.#locks.heldCount;
   }
 
   /** @internal For tests: timers kept and wait queues open. */
   get internals(): { timers: number; waitQueues: number; held: number } {
-    return { timers: this.#keeper.size, waitQueues: this.#waits.size, held: this.#held.size };
+    return this.#locks.internals;
   }
 
   /**
@@ -474,15 +340,9 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#closing.abort(closedError());
     this.#scheduler?.close();
-    await this.#loop.drained();
-    this.#keeper.stopAll();
-    for (const lock of [...this.#held]) lock.abandon();
-    this.#held.clear();
-    this.#waits.close();
+    await this.#locks.close();
     this.#reentrancy.close();
-    await this.#engines.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -1,0 +1,201 @@
+import { setMaxListeners } from 'node:events';
+import { AcquireLoop } from '../core/acquire-loop.js';
+import { now } from '../core/clock.js';
+import { DEFAULTS } from '../core/defaults.js';
+import { type AcquireContext, outcomeOf, trace, traced, tracing } from '../core/diagnostics.js';
+import type { Attempt, LockEngine } from '../core/engine.js';
+import { closedError, LockTimeoutError } from '../core/errors.js';
+import { LeaseKeeper } from '../core/lease-keeper.js';
+import { Lock, type LockContext } from '../core/lock.js';
+import { newOwnerToken } from '../core/owner.js';
+import { WaitQueues } from '../core/waiting.js';
+import type { Reentrancy } from '../primitives/reentrant.js';
+import type { Engines } from '../topology/engines.js';
+import type { LeaseholdEvents } from './events.js';
+import { kindName, type Resolved } from './options.js';
+
+/** An engine's attempt that won the lock. */
+type Granted = Extract<Attempt, { acquired: true }>;
+
+/** What the acquisitions of an instance report to it. */
+export interface AcquisitionHost {
+  readonly instance: string;
+  readonly driftFactor: number;
+  readonly reentrancy: Reentrancy;
+  emit<K extends keyof LeaseholdEvents>(event: K, ...args: LeaseholdEvents[K]): void;
+  /** Whether anyone listens to `event` (an event nobody hears is not built). */
+  hears(event: keyof LeaseholdEvents): boolean;
+}
+
+/**
+ * One instance's acquisitions and the locks they hold: the engine of a call's kind of lock, the
+ * acquire loop and its wait queues, the Lock handles with their watchdog, and closing all of it.
+ */
+export class Acquisitions {
+  readonly loop: AcquireLoop;
+  readonly #engines: Engines;
+  readonly #host: AcquisitionHost;
+  readonly #keeper = new LeaseKeeper();
+  readonly #waits: WaitQueues;
+  readonly #held = new Set<Lock>();
+  /** The Lock context of each engine in use, made with it. */
+  readonly #contexts = new WeakMap<LockEngine, LockContext>();
+  /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
+  readonly #closing = new AbortController();
+  #closed = false;
+
+  constructor(engines: Engines, host: AcquisitionHost) {
+    this.#engines = engines;
+    this.#host = host;
+    // One listener per parked waiter of this instance: any number is expected.
+    setMaxListeners(0, this.#closing.signal);
+    const onError = (error: unknown, operation: 'wait' | 'leave-queue') =>
+      host.emit('backendError', { error, operation });
+    this.#waits = new WaitQueues({ reservation: DEFAULTS.reservation, onError: (e) => onError(e, 'wait') });
+    this.loop = new AcquireLoop({
+      waits: this.#waits,
+      closing: this.#closing.signal,
+      isClosed: () => this.#closed,
+      onLeaveError: (error) => onError(error, 'leave-queue'),
+    });
+  }
+
+  /** Locks held right now. */
+  get heldCount(): number {
+    return this.#held.size;
+  }
+
+  /** @internal For tests: timers kept and wait queues open. */
+  get internals(): { timers: number; waitQueues: number; held: number } {
+    return { timers: this.#keeper.size, waitQueues: this.#waits.size, held: this.#held.size };
+  }
+
+  /** Acquire `name` as the resolved call `o` asks: re-entered, or taken on its kind's engine. */
+  acquire(name: string, o: Resolved): Promise<Lock> {
+    if (o.reentrant) {
+      const held = this.#host.reentrancy.held(name);
+      if (held) {
+        try {
+          return Promise.resolve(held.reenter());
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      }
+    }
+    const started = now();
+    let engine: LockEngine;
+    try {
+      engine = this.#engines.engineFor(o.kind, o.replication);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // Nobody listening: no context, no closures, the acquisition as it is.
+    if (!traced(tracing.acquire)) return this.#take(name, o, started, engine);
+    const instance = this.#host.instance;
+    return trace(
+      tracing.acquire,
+      (): AcquireContext => ({ name, instance, wait: o.wait, ttl: o.ttl, kind: kindName(o.kind) }),
+      () => this.#take(name, o, started, engine),
+      (ctx, lock) => {
+        ctx.owner = lock.owner;
+        ctx.fencingToken = lock.fencingToken;
+        ctx.waited = Math.round(now() - started);
+        ctx.outcome = 'acquired';
+      },
+      (ctx, error) => {
+        ctx.waited = Math.round(now() - started);
+        ctx.outcome = outcomeOf(error);
+      },
+    );
+  }
+
+  async #take(name: string, o: Resolved, started: number, engine: LockEngine): Promise<Lock> {
+    const owner = newOwnerToken();
+    const outcome = await this.loop.run<Granted, null>({
+      name,
+      owner,
+      wait: o.wait,
+      signal: o.signal,
+      attempt: async (tries, queue) => {
+        const attempt = await engine.attempt(name, owner, o.ttl, tries, queue);
+        return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
+      },
+      giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
+      adopt: (grant) => {
+        const adopted = engine.adopt?.(owner, o.ttl, grant);
+        return adopted?.acquired ? adopted : undefined;
+      },
+      subscribe: (onHandOff) => engine.watch(name, onHandOff),
+      leave: async () => engine.leave?.(name, owner),
+    });
+    if ('refused' in outcome) throw new LockTimeoutError(name, outcome.waited);
+    const attempt = outcome.granted;
+    const lock = new Lock(
+      {
+        name,
+        owner: attempt.owner ?? owner,
+        fencingToken: attempt.fencingToken,
+        ttl: o.ttl,
+        validUntil: attempt.validUntil,
+        autoExtend: o.autoExtend,
+        replicas: attempt.replicas,
+      },
+      this.contextFor(engine),
+    );
+    this.#held.add(lock);
+    if (this.#host.hears('acquired')) {
+      this.#host.emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
+    }
+    return lock;
+  }
+
+  /** A lock taken elsewhere (a job's run) that this instance now holds. */
+  adopt(lock: Lock): void {
+    this.#held.add(lock);
+    this.#host.emit('acquired', { name: lock.name, fencingToken: lock.fencingToken, waited: 0 });
+  }
+
+  /** What the Lock handles of `engine` call back through: its extend and release, and the instance's events. */
+  contextFor(engine: LockEngine): LockContext {
+    let context = this.#contexts.get(engine);
+    if (context) return context;
+    const host = this.#host;
+    context = {
+      keeper: this.#keeper,
+      driftFactor: host.driftFactor,
+      instance: host.instance,
+      extend: (name, owner, ttl) => engine.extend(name, owner, ttl),
+      release: async (lock) => {
+        const released = await engine.release(lock.name, lock.owner);
+        if (host.hears('released'))
+          host.emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
+        return released;
+      },
+      onLost: (lock, error) => host.emit('lost', { name: lock.name, fencingToken: lock.fencingToken, error }),
+      onExtended: (lock) =>
+        host.emit('extended', { name: lock.name, fencingToken: lock.fencingToken, expiresIn: lock.expiresIn() }),
+      onExtendError: (lock, error) =>
+        host.emit('extendFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
+      onDone: (lock) => {
+        this.#held.delete(lock);
+      },
+    };
+    this.#contexts.set(engine, context);
+    return context;
+  }
+
+  /**
+   * Reject every acquisition still waiting with CLOSED and wait until each has left the backend's
+   * queue; stop every watchdog (held locks' signals abort with reason 'closed'); close the engines.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#closing.abort(closedError());
+    await this.loop.drained();
+    this.#keeper.stopAll();
+    for (const lock of [...this.#held]) lock.abandon();
+    this.#held.clear();
+    this.#waits.close();
+    await this.#engines.close();
+  }
+}
