@@ -94,112 +94,159 @@ export function validEnd(g: Grant): number {
   return Math.max(g.start, end);
 }
 
+type EventOf<E extends HistoryEvent['e']> = Extract<HistoryEvent, { readonly e: E }>;
+
 /** Grants and writes, rebuilt from each process's events in the order it logged them. */
 function rebuild(events: readonly HistoryEvent[]): { grants: Grant[]; writes: Write[]; errors: Map<number, number> } {
-  const grants: Grant[] = [];
-  const writes: Write[] = [];
-  const errors = new Map<number, number>();
-  const open = new Map<number, Grant>();
-  const byToken = new Map<string, Grant>();
-  const sent = new Map<string, Write>();
-  const act = (pid: number, token: number, t: number) => {
-    const g = byToken.get(`${pid}:${token}`);
-    if (g) g.lastAct = Math.max(g.lastAct, t);
-  };
+  const run = new Rebuild();
   for (const ev of events) {
     switch (ev.e) {
-      case 'granted': {
-        const g: Grant = {
-          worker: ev.w,
-          pid: ev.pid,
-          token: ev.token,
-          start: ev.t,
-          until: ev.until,
-          lostAt: null,
-          releaseAt: null,
-          diedAt: null,
-          lastAct: ev.t,
-        };
-        grants.push(g);
-        open.set(ev.pid, g);
-        byToken.set(`${ev.pid}:${ev.token}`, g);
+      case 'granted':
+        run.granted(ev);
         break;
-      }
-      case 'valid': {
-        const g = open.get(ev.pid);
-        if (g) g.until = Math.max(g.until, ev.until);
+      case 'valid':
+        run.valid(ev);
         break;
-      }
-      case 'lost': {
-        const g = open.get(ev.pid);
-        if (g && g.lostAt === null) g.lostAt = ev.t;
+      case 'lost':
+        run.lost(ev);
         break;
-      }
-      case 'read': {
-        // fencedUpdate reads again only when its write found the fence moved: that write was not applied.
-        const pending = sent.get(`${ev.pid}:${ev.token}`);
-        if (pending) {
-          pending.outcome = 'moved';
-          pending.doneAt = ev.t;
-          sent.delete(`${ev.pid}:${ev.token}`);
-        }
-        act(ev.pid, ev.token, ev.t);
+      case 'read':
+        run.read(ev);
         break;
-      }
-      case 'write': {
-        const w: Write = {
-          worker: ev.w,
-          pid: ev.pid,
-          token: ev.token,
-          n: ev.n,
-          at: ev.t,
-          outcome: 'unknown',
-          doneAt: null,
-        };
-        writes.push(w);
-        sent.set(`${ev.pid}:${ev.token}`, w);
-        act(ev.pid, ev.token, ev.t);
+      case 'write':
+        run.write(ev);
         break;
-      }
-      case 'wrote': {
-        const key = `${ev.pid}:${ev.token}`;
-        let w = sent.get(key);
-        sent.delete(key);
-        if (w === undefined) {
-          // Refused at the read: the fence was already above the token, nothing was computed.
-          w = { worker: ev.w, pid: ev.pid, token: ev.token, n: null, at: ev.t, outcome: 'unknown', doneAt: null };
-          writes.push(w);
-        }
-        w.outcome = ev.ok === true ? 'ok' : ev.ok === false ? 'refused' : 'unknown';
-        w.doneAt = ev.t;
-        act(ev.pid, ev.token, ev.t);
+      case 'wrote':
+        run.wrote(ev);
         break;
-      }
-      case 'release': {
-        const g = open.get(ev.pid);
-        if (g) {
-          g.releaseAt = ev.t;
-          g.lastAct = Math.max(g.lastAct, ev.t);
-        }
+      case 'release':
+        run.release(ev);
         break;
-      }
       case 'released':
-        open.delete(ev.pid);
+        run.released(ev);
         break;
-      case 'exited': {
-        const g = open.get(ev.pid);
-        if (g && g.releaseAt === null) g.diedAt = ev.t;
-        open.delete(ev.pid);
+      case 'exited':
+        run.exited(ev);
         break;
-      }
       case 'error':
-        errors.set(ev.w, (errors.get(ev.w) ?? 0) + 1);
+        run.error(ev);
         break;
       default:
         break;
     }
   }
-  return { grants, writes, errors };
+  return { grants: run.grants, writes: run.writes, errors: run.errors };
+}
+
+/** The state of a rebuild: what each process holds, and its writes still waiting for their outcome. */
+class Rebuild {
+  readonly grants: Grant[] = [];
+  readonly writes: Write[] = [];
+  /** Errors logged, by worker. */
+  readonly errors = new Map<number, number>();
+  /** The grant each process holds, by pid. */
+  readonly #open = new Map<number, Grant>();
+  /** Every grant, by `pid:token`. */
+  readonly #byToken = new Map<string, Grant>();
+  /** Writes sent and not yet answered, by `pid:token`. */
+  readonly #sent = new Map<string, Write>();
+
+  granted(ev: EventOf<'granted'>): void {
+    const g: Grant = {
+      worker: ev.w,
+      pid: ev.pid,
+      token: ev.token,
+      start: ev.t,
+      until: ev.until,
+      lostAt: null,
+      releaseAt: null,
+      diedAt: null,
+      lastAct: ev.t,
+    };
+    this.grants.push(g);
+    this.#open.set(ev.pid, g);
+    this.#byToken.set(`${ev.pid}:${ev.token}`, g);
+  }
+
+  /** The watchdog extended the process's lease. */
+  valid(ev: EventOf<'valid'>): void {
+    const g = this.#open.get(ev.pid);
+    if (g) g.until = Math.max(g.until, ev.until);
+  }
+
+  lost(ev: EventOf<'lost'>): void {
+    const g = this.#open.get(ev.pid);
+    if (g && g.lostAt === null) g.lostAt = ev.t;
+  }
+
+  read(ev: EventOf<'read'>): void {
+    // fencedUpdate reads again only when its write found the fence moved: that write was not applied.
+    const pending = this.#sent.get(`${ev.pid}:${ev.token}`);
+    if (pending) {
+      pending.outcome = 'moved';
+      pending.doneAt = ev.t;
+      this.#sent.delete(`${ev.pid}:${ev.token}`);
+    }
+    this.#act(ev.pid, ev.token, ev.t);
+  }
+
+  write(ev: EventOf<'write'>): void {
+    const w: Write = {
+      worker: ev.w,
+      pid: ev.pid,
+      token: ev.token,
+      n: ev.n,
+      at: ev.t,
+      outcome: 'unknown',
+      doneAt: null,
+    };
+    this.writes.push(w);
+    this.#sent.set(`${ev.pid}:${ev.token}`, w);
+    this.#act(ev.pid, ev.token, ev.t);
+  }
+
+  wrote(ev: EventOf<'wrote'>): void {
+    const key = `${ev.pid}:${ev.token}`;
+    let w = this.#sent.get(key);
+    this.#sent.delete(key);
+    if (w === undefined) {
+      // Refused at the read: the fence was already above the token, nothing was computed.
+      w = { worker: ev.w, pid: ev.pid, token: ev.token, n: null, at: ev.t, outcome: 'unknown', doneAt: null };
+      this.writes.push(w);
+    }
+    w.outcome = ev.ok === true ? 'ok' : ev.ok === false ? 'refused' : 'unknown';
+    w.doneAt = ev.t;
+    this.#act(ev.pid, ev.token, ev.t);
+  }
+
+  release(ev: EventOf<'release'>): void {
+    const g = this.#open.get(ev.pid);
+    if (g) {
+      g.releaseAt = ev.t;
+      g.lastAct = Math.max(g.lastAct, ev.t);
+    }
+  }
+
+  released(ev: EventOf<'released'>): void {
+    this.#open.delete(ev.pid);
+  }
+
+  /** The process died: a grant it held and had not begun to release ends there. */
+  exited(ev: EventOf<'exited'>): void {
+    const g = this.#open.get(ev.pid);
+    if (g && g.releaseAt === null) g.diedAt = ev.t;
+    this.#open.delete(ev.pid);
+  }
+
+  error(ev: EventOf<'error'>): void {
+    this.errors.set(ev.w, (this.errors.get(ev.w) ?? 0) + 1);
+  }
+
+  /** The worker acted under a grant: it believed it held the lock at `t`. */
+  #act(pid: number, token: number, t: number): void {
+    const g = this.#byToken.get(`${pid}:${token}`);
+    if (g) g.lastAct = Math.max(g.lastAct, t);
+  }
 }
 
 function clock(ms: number, origin: number): string {
@@ -353,19 +400,40 @@ export function check(history: History): CheckResult {
     ...tokenOrder(grants, origin),
   ];
   const of = (kinds: readonly string[]) => violations.filter((v) => kinds.includes(v.kind));
-  const checks: Check[] = [];
-  const overlapping = of(['overlap']);
-  checks.push({
+  const perWorker = Array.from({ length: history.workers }, (_, i) => i + 1);
+  const recovered = recoveries(history.faults, grants);
+  const checks: Check[] = [
+    overlapCheck(of(['overlap']), grants),
+    lostUpdatesCheck(of(['lost-update', 'stale-write', 'regressed-record']), writes, grants),
+    tokensCheck(of(['repeated-token', 'decreasing-token']), grants),
+    starvationCheck(perWorker, grants),
+    recoveryCheck(recovered),
+  ];
+  return {
+    level: worst(checks.map((c) => c.level)),
+    checks,
+    violations,
+    grants,
+    writes,
+    workers: perWorker.map((w) => workerSummary(w, { grants, writes, errors, faults: history.faults })),
+    recoveries: recovered,
+  };
+}
+
+function overlapCheck(overlapping: readonly Violation[], grants: readonly Grant[]): Check {
+  return {
     check: 'overlap',
     level: overlapping.length > 0 ? 'unsafe' : 'ok',
     summary:
       overlapping.length > 0
         ? `${count(overlapping.length, 'overlap')} of valid leases: two workers each believed it held the lock at the same instant`
         : `no two workers held a valid lease at the same instant (${count(grants.length, 'grant')})`,
-  });
+  };
+}
+
+function lostUpdatesCheck(lost: readonly Violation[], writes: readonly Write[], grants: readonly Grant[]): Check {
   const accepted = writes.filter((w) => w.outcome === 'ok').length;
-  const lost = of(['lost-update', 'stale-write', 'regressed-record']);
-  checks.push({
+  return {
     check: 'lost-updates',
     level: lost.length > 0 ? 'unsafe' : accepted === 0 ? 'warn' : 'ok',
     summary:
@@ -374,31 +442,37 @@ export function check(history: History): CheckResult {
         : accepted === 0
           ? 'no write was accepted: nothing to check'
           : `none: ${accepted} accepted writes, each on the version before it, tokens never going back${writeNotes(writes, grants)}`,
-  });
-  const tokens = of(['repeated-token', 'decreasing-token']);
-  checks.push({
+  };
+}
+
+function tokensCheck(tokens: readonly Violation[], grants: readonly Grant[]): Check {
+  return {
     check: 'tokens',
     level: tokens.length > 0 ? 'unsafe' : 'ok',
     summary:
       tokens.length > 0
         ? `${count(tokens.length, 'token')} repeated or going back`
         : `every grant's token above every token granted before it (${count(grants.length, 'grant')})`,
-  });
-  const perWorker = Array.from({ length: history.workers }, (_, i) => i + 1);
+  };
+}
+
+function starvationCheck(perWorker: readonly number[], grants: readonly Grant[]): Check {
   const starved = perWorker.filter((w) => !grants.some((g) => g.worker === w));
   const grantCounts = perWorker.map((w) => grants.filter((g) => g.worker === w).length);
-  checks.push({
+  return {
     check: 'starvation',
     level: starved.length > 0 ? 'warn' : 'ok',
     summary:
       starved.length > 0
         ? `never granted the lock: ${starved.map((w) => `worker ${w}`).join(', ')}`
         : `every worker was granted the lock (${Math.min(...grantCounts)} to ${Math.max(...grantCounts)} times each)`,
-  });
-  const recovered = recoveries(history.faults, grants);
+  };
+}
+
+function recoveryCheck(recovered: readonly Recovery[]): Check {
   const never = recovered.filter((r) => r.nextGrantMs === null);
   const times = recovered.flatMap((r) => (r.nextGrantMs === null ? [] : [r.nextGrantMs]));
-  checks.push({
+  return {
     check: 'recovery',
     level: never.length > 0 ? 'warn' : 'ok',
     summary:
@@ -409,28 +483,27 @@ export function check(history: History): CheckResult {
           : recovered.length === 1
             ? `after the fault the lock was granted again in ${times[0]} ms`
             : `after each of ${recovered.length} faults the lock was granted again: median ${median(times)} ms, at most ${Math.max(...times)} ms`,
-  });
-  const workers: WorkerSummary[] = perWorker.map((w) => {
-    const mine = writes.filter((x) => x.worker === w);
-    return {
-      worker: w,
-      grants: grants.filter((g) => g.worker === w).length,
-      accepted: mine.filter((x) => x.outcome === 'ok').length,
-      refused: mine.filter((x) => x.outcome === 'refused').length,
-      unknown: mine.filter((x) => x.outcome === 'unknown').length,
-      lost: grants.filter((g) => g.worker === w && g.lostAt !== null).length,
-      paused: history.faults.filter((f) => f.worker === w && f.kind === 'pause').length,
-      killed: history.faults.filter((f) => f.worker === w && f.kind === 'kill').length,
-      errors: errors.get(w) ?? 0,
-    };
-  });
+  };
+}
+
+interface RunFacts {
+  readonly grants: readonly Grant[];
+  readonly writes: readonly Write[];
+  readonly errors: ReadonlyMap<number, number>;
+  readonly faults: readonly Fault[];
+}
+
+function workerSummary(w: number, { grants, writes, errors, faults }: RunFacts): WorkerSummary {
+  const mine = writes.filter((x) => x.worker === w);
   return {
-    level: worst(checks.map((c) => c.level)),
-    checks,
-    violations,
-    grants,
-    writes,
-    workers,
-    recoveries: recovered,
+    worker: w,
+    grants: grants.filter((g) => g.worker === w).length,
+    accepted: mine.filter((x) => x.outcome === 'ok').length,
+    refused: mine.filter((x) => x.outcome === 'refused').length,
+    unknown: mine.filter((x) => x.outcome === 'unknown').length,
+    lost: grants.filter((g) => g.worker === w && g.lostAt !== null).length,
+    paused: faults.filter((f) => f.worker === w && f.kind === 'pause').length,
+    killed: faults.filter((f) => f.worker === w && f.kind === 'kill').length,
+    errors: errors.get(w) ?? 0,
   };
 }
