@@ -55,7 +55,7 @@ function literalStart(glob: string): string {
  * (one transaction, one round trip), leases on the database's clock, tokens from a sequence,
  * hand-offs by NOTIFY on one channel per lock, heard on one listening connection per store.
  */
-export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore {
+export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore, Port.SharedStore {
   readonly [STORE] = true;
   readonly kind = 'postgres';
   readonly address: string;
@@ -140,7 +140,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
       );
   }
 
-  acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply> {
+  acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
     const values = [
       name,
       r.owner,
@@ -154,7 +154,9 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return this.#call('acquire', this.#sql.acquire, values, (rows, reply) => {
       const row = reply.row(rows);
       const value = reply.int(row.value, 'value');
-      return reply.bool(row.acquired, 'acquired') ? { acquired: true, fence: value } : { acquired: false, pttl: value };
+      if (reply.bool(row.acquired, 'acquired')) return { acquired: true, fence: value };
+      const heldAs = reply.intOrNull(row.held_as, 'held_as');
+      return heldAs === null ? { acquired: false, pttl: value } : { acquired: false, heldAs };
     });
   }
 
@@ -185,7 +187,9 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   inspect(name: string): Promise<Port.LockState> {
     return this.#call('inspect', this.#sql.inspect, [name], (rows, reply) => {
       const row = reply.row(rows);
-      const held = reply.flag(row.live, 'live') && !reply.flag(row.reserved, 'reserved');
+      // Shared holds' mark ('^<limit>') is no owner: inspectShared lists them.
+      const mark = typeof row.owner === 'string' && row.owner.startsWith('^');
+      const held = reply.flag(row.live, 'live') && !reply.flag(row.reserved, 'reserved') && !mark;
       const counted = reply.flag(row.counted, 'counted');
       const releasedBy = counted ? reply.textOrNull(row.released_by, 'released_by') : null;
       const fence = counted ? reply.int(row.fence, 'fence') : 0;
@@ -203,6 +207,69 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
         fence,
         holder,
         releasedBy,
+      };
+    });
+  }
+
+  acquireShared(name: string, r: Port.SharedRequest): Promise<Port.SharedAcquireReply> {
+    const values = [
+      name,
+      r.owner,
+      r.ttl,
+      r.limit,
+      queueCode(r.queue),
+      r.instance,
+      r.fenceRetention,
+      r.waiterLease,
+      ...this.#handOnArgs(name, r.handOn),
+    ];
+    return this.#call('acquire-shared', this.#sql.acquireShared, values, (rows, reply): Port.SharedAcquireReply => {
+      const row = reply.row(rows);
+      const code = reply.int(row.code, 'code');
+      const value = reply.int(row.value, 'value');
+      if (code === 1) return { acquired: true, fence: value };
+      if (code === 0) return { acquired: false, pttl: value };
+      if (code === -1) return { acquired: false, heldAs: value };
+      throw reply.bad(`code = ${code}`);
+    });
+  }
+
+  extendShared(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
+    return this.#call('extend-shared', this.#sql.extendShared, [name, owner, ttl], (rows, reply) =>
+      reply.oneOf(reply.row(rows).reply, 'reply', EXTEND_REPLIES),
+    );
+  }
+
+  releaseShared(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+    return this.#call('release-shared', this.#sql.releaseShared, values, (rows, reply) =>
+      reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
+    );
+  }
+
+  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+    return this.#call('leave-shared', this.#sql.leaveShared, values, (rows, reply) => {
+      reply.bool(reply.row(rows).reply, 'reply');
+    });
+  }
+
+  inspectShared(name: string): Promise<Port.SharedState> {
+    return this.#call('inspect-shared', this.#sql.inspectShared, [name], (rows, reply): Port.SharedState => {
+      const row = reply.row(rows);
+      const live = reply.flag(row.live, 'live');
+      const owner = live ? reply.textOrNull(row.owner, 'owner') : null;
+      if (owner !== null && reply.flag(row.reserved, 'reserved')) {
+        return { mode: 'free', limit: null, holds: [], reserved: owner.split(' ') };
+      }
+      if (owner === null || !owner.startsWith('^')) {
+        return { mode: owner === null ? 'free' : 'exclusive', limit: null, holds: [], reserved: [] };
+      }
+      const limit = reply.int(owner.slice(1), 'limit');
+      return {
+        mode: limit === 0 ? 'shared' : 'semaphore',
+        limit: limit === 0 ? null : limit,
+        ...reply.holds(row.holds),
       };
     });
   }

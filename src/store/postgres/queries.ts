@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { HandOff, StoredOutcome, StoredRun } from '../port.js';
+import type { HandOff, SharedHold, StoredOutcome, StoredRun } from '../port.js';
 import { badReply, type Row } from './connection.js';
 import type { SchemaNames } from './schema.js';
 
@@ -21,6 +21,11 @@ export interface Statements {
   readonly readJob: string;
   readonly forgetJob: string;
   readonly scan: string;
+  readonly acquireShared: string;
+  readonly extendShared: string;
+  readonly releaseShared: string;
+  readonly leaveShared: string;
+  readonly inspectShared: string;
 }
 
 /** ms from the statement's clock `c.t` until `until`, when it lies ahead; else NULL. */
@@ -32,7 +37,7 @@ export function statements(n: SchemaNames): Statements {
   const args = (count: number) => Array.from({ length: count }, (_, i) => `$${i + 1}`).join(', ');
   return {
     version: `SELECT obj_description(to_regclass($1), 'pg_class') AS version`,
-    acquire: `SELECT acquired, value FROM ${n.fn.acquire}(${args(8)})`,
+    acquire: `SELECT acquired, value, held_as FROM ${n.fn.acquire}(${args(8)})`,
     release: `SELECT ${n.fn.release}(${args(5)}) AS reply`,
     extend: `SELECT ${n.fn.extend}(${args(3)}) AS reply`,
     leave: `SELECT ${n.fn.leave}(${args(5)}) AS reply`,
@@ -45,7 +50,7 @@ export function statements(n: SchemaNames): Statements {
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
     queued: `SELECT (SELECT count(*) FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t) AS count,
   ARRAY(SELECT w.owner FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t ORDER BY w.arrival LIMIT $2) AS first,
-  CASE WHEN l.reserved AND l.expires_at > c.t THEN l.owner END AS reserved,
+  CASE WHEN l.reserved AND l.expires_at > c.t THEN split_part(l.owner, ' ', 1) END AS reserved,
   CASE WHEN l.reserved THEN ${ahead('l.expires_at')} END AS pttl
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
     readJob: `SELECT coalesce(l.expires_at > c.t AND NOT l.reserved, false) AS held,
@@ -56,6 +61,17 @@ FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
    FROM (SELECT * FROM ${n.runs} WHERE name = $1 ORDER BY fence DESC LIMIT $2) r) AS runs
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
     forgetJob: `SELECT ${n.fn.forgetJob}($1)`,
+    acquireShared: `SELECT code, value FROM ${n.fn.acquireShared}(${args(11)})`,
+    extendShared: `SELECT ${n.fn.extendShared}(${args(3)}) AS reply`,
+    releaseShared: `SELECT ${n.fn.releaseShared}(${args(5)}) AS reply`,
+    leaveShared: `SELECT ${n.fn.leaveShared}(${args(5)}) AS reply`,
+    // The lock row's state and its live holds and reservations, oldest end first.
+    inspectShared: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live,
+  (SELECT coalesce(json_agg(json_build_object('owner', h.owner, 'pttl', ${ahead('h.expires_at')}::text,
+      'token', h.token::text, 'takenAt', floor(extract(epoch FROM h.taken_at) * 1000)::bigint::text,
+      'instance', h.instance) ORDER BY h.expires_at), '[]')::text
+   FROM ${n.holds} h WHERE h.name = $1 AND h.expires_at > c.t) AS holds
+FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
     scan: `SELECT name FROM ${n.locks}
 WHERE name > $1 AND starts_with(name, $2) AND expires_at > clock_timestamp() AND NOT reserved
 ORDER BY name LIMIT $3`,
@@ -70,10 +86,13 @@ export function channelOf(prefix: string, name: string): string {
   return `lh_${createHash('sha256').update(`${prefix}\0${name}`).digest('hex').slice(0, 40)}`;
 }
 
-/** A NOTIFY payload '<woken> <next…>' ('' for a hand-off to nobody in particular). */
+/**
+ * A NOTIFY payload '<woken> <next…>' ('' for a hand-off to nobody in particular). A challenge
+ * ('?<waiter>', shared-sql.ts) wakes the waiter it names as a hand-off does: it tries again.
+ */
 export function decodeHandOff(payload: string): HandOff {
   if (payload === '') return { woken: null, next: [] };
-  const [woken, ...next] = payload.split(' ');
+  const [woken, ...next] = (payload.startsWith('?') ? payload.slice(1) : payload).split(' ');
   return { woken: woken ?? null, next };
 }
 
@@ -139,17 +158,40 @@ export class Reply {
     return value;
   }
 
-  /** The run history, as read-job's JSON text holds it. */
-  runs(value: unknown): StoredRun[] {
-    const text = this.text(value, 'runs');
+  /** JSON text, parsed: an array of objects. */
+  objects(value: unknown, field: string): Record<string, unknown>[] {
+    const text = this.text(value, field);
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
     } catch {
-      throw this.bad(`runs = ${text.slice(0, 100)}`);
+      throw this.bad(`${field} = ${text.slice(0, 100)}`);
     }
-    if (!Array.isArray(parsed)) throw this.bad('runs is not an array');
-    return parsed.map((entry: Record<string, unknown>) => ({
+    if (!Array.isArray(parsed)) throw this.bad(`${field} is not an array`);
+    return parsed as Record<string, unknown>[];
+  }
+
+  /** The live holds and reservations, as inspect-shared's JSON text holds them. */
+  holds(value: unknown): { holds: SharedHold[]; reserved: string[] } {
+    const holds: SharedHold[] = [];
+    const reserved: string[] = [];
+    for (const entry of this.objects(value, 'holds')) {
+      const owner = this.text(entry.owner, 'hold owner');
+      const token = this.intOrNull(entry.token, 'hold token');
+      if (token === null) {
+        reserved.push(owner);
+        continue;
+      }
+      const takenAt = this.int(entry.takenAt, 'hold takenAt');
+      const instance = this.textOrNull(entry.instance, 'hold instance') ?? '';
+      holds.push({ owner, pttl: this.int(entry.pttl, 'hold pttl'), token, takenAt, instance });
+    }
+    return { holds, reserved };
+  }
+
+  /** The run history, as read-job's JSON text holds it. */
+  runs(value: unknown): StoredRun[] {
+    return this.objects(value, 'runs').map((entry) => ({
       fence: this.int(entry.fence, 'run fence'),
       tick: this.intOrNull(entry.tick, 'run tick'),
       instance: this.text(entry.instance, 'run instance'),

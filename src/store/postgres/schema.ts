@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from '../../core/errors.js';
+import { sharedFunctions } from './shared-sql.js';
+import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
 
 /**
  * The schema of one prefix, as plain SQL: three tables, a sequence and one PL/pgSQL function per
@@ -19,7 +21,7 @@ import { invalidArgument } from '../../core/errors.js';
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 3';
+export const SCHEMA_VERSION = 'leasehold postgres schema 4';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -30,6 +32,8 @@ export interface SchemaNames {
   readonly locks: string;
   readonly waiters: string;
   readonly runs: string;
+  /** Shared holds: a semaphore's permits, a read-write lock's readers (see shared-sql.ts). */
+  readonly holds: string;
   readonly fence: string;
   /** The fence sequence as a string literal, for nextval(). */
   readonly fenceLiteral: string;
@@ -48,6 +52,18 @@ export interface SchemaNames {
     readonly claimTick: string;
     readonly finishTick: string;
     readonly forgetJob: string;
+    readonly admit: string;
+    readonly following: string;
+    readonly tell: string;
+    readonly stretch: string;
+    readonly freeUp: string;
+    readonly takeHold: string;
+    readonly writer: string;
+    readonly challenge: string;
+    readonly acquireShared: string;
+    readonly extendShared: string;
+    readonly releaseShared: string;
+    readonly leaveShared: string;
   };
 }
 
@@ -98,6 +114,7 @@ export function schemaNames(prefix: string): SchemaNames {
     locks: q('locks'),
     waiters: q('waiters'),
     runs: q('runs'),
+    holds: q('holds'),
     fence: q('fence'),
     fenceLiteral: quoteLiteral(q('fence')),
     locksLiteral: quoteLiteral(q('locks')),
@@ -114,6 +131,18 @@ export function schemaNames(prefix: string): SchemaNames {
       claimTick: q('claim_tick'),
       finishTick: q('finish_tick'),
       forgetJob: q('forget_job'),
+      admit: q('admit'),
+      following: q('following'),
+      tell: q('tell'),
+      stretch: q('stretch'),
+      freeUp: q('free_up'),
+      takeHold: q('take_hold'),
+      writer: q('writer'),
+      challenge: q('challenge'),
+      acquireShared: q('acquire_shared'),
+      extendShared: q('extend_shared'),
+      releaseShared: q('release_shared'),
+      leaveShared: q('leave_shared'),
     },
   };
 }
@@ -127,32 +156,14 @@ export function migrationLockKey(prefix: string): readonly [number, number] {
   return [0x6c656173, createHash('sha256').update(prefix).digest().readInt32BE(0)];
 }
 
-/** A dollar-quote tag that does not occur in `body`, so no prefix can end a function body early. */
-function dollarQuote(body: string): string {
-  let tag = '$leasehold$';
-  for (let i = 1; body.includes(tag); i++) tag = `$leasehold${i}$`;
-  return `${tag}${body}${tag}`;
-}
-
-/** ms as an interval. */
-const MS = "interval '1 millisecond'";
-/** ms left until `until` from `t`, at least 0. */
-const left = (until: string) => `greatest(0, ceil(extract(epoch FROM (${until} - t)) * 1000))::bigint`;
-/** A timestamp as ms since the epoch. */
-const epochMs = (at: string) => `floor(extract(epoch FROM ${at}) * 1000)::bigint`;
-
-function fn(name: string, args: string, returns: string, body: string): string {
-  return `CREATE OR REPLACE FUNCTION ${name}(${args}) RETURNS ${returns} LANGUAGE plpgsql AS ${dollarQuote(body)};`;
-}
-
 /** The functions of one prefix. Row states: held (lease live, not reserved), reserved (live, reserved), free. */
 function functions(n: SchemaNames): string[] {
   const { locks, waiters, runs } = n;
   const held = `(r.expires_at > t AND NOT r.reserved)`;
   const reserved = `(r.expires_at > t AND r.reserved)`;
   const free = `UPDATE ${locks} SET owner = NULL, reserved = false, flagged = false, expires_at = '-infinity' WHERE name = p_name;`;
-  const handOnArgs = 'p_reservation bigint, p_announce boolean, p_channel text';
-  const handOnCall = 'p_reservation, p_announce, p_channel';
+  const handOnArgs = HAND_ON_ARGS;
+  const handOnCall = HAND_ON_CALL;
   return [
     // The lock's row, locked for the rest of the transaction; made when `p_make` and missing (then
     // up to two rows with nothing live left in them are dropped, so the table holds what is live).
@@ -173,35 +184,37 @@ BEGIN
 END`,
     ),
     // Free the lock and hand it to the first live waiter (dead ones are dropped): reserve it for
-    // that waiter, and NOTIFY '<woken> <next> [<then> <then>]' (delivered on commit). The i-th
-    // waiter named next retries i reservations later: its liveness ends i + 1 reservations from
-    // now unless it tries again, so one that died is dropped then, never named again. Nobody to
-    // wake: just free it, announcing '' only when asked. Returns the waiter woken, or NULL.
+    // that waiter (a shared one with the shared waiters of its kind right behind it, up to its
+    // limit: the reservation names them all), and NOTIFY each woken (the last: '<woken> <next>
+    // [<then> <then>]'; delivered on commit). The i-th waiter named next retries i reservations
+    // later (see following). Nobody to wake: just free it, announcing '' only when asked.
+    // Returns the (first) waiter woken, or NULL.
     fn(
       n.fn.handOn,
       `p_name text, t timestamptz, ${handOnArgs}`,
       'text',
       `
-DECLARE woken text; later text[];
+DECLARE head text; head_kind integer; woken text[]; later text[];
 BEGIN
   DELETE FROM ${waiters} WHERE name = p_name AND alive_until < t;
-  SELECT owner INTO woken FROM ${waiters} WHERE name = p_name ORDER BY arrival LIMIT 1;
-  IF woken IS NULL THEN
+  SELECT owner, kind INTO head, head_kind FROM ${waiters} WHERE name = p_name ORDER BY arrival LIMIT 1;
+  IF head IS NULL THEN
     ${free}
     IF p_announce THEN PERFORM pg_notify(p_channel, ''); END IF;
     RETURN NULL;
   END IF;
-  DELETE FROM ${waiters} WHERE name = p_name AND owner = woken;
-  SELECT coalesce(array_agg(owner ORDER BY arrival), '{}') INTO later
-    FROM (SELECT owner, arrival FROM ${waiters} WHERE name = p_name ORDER BY arrival LIMIT 3) w;
-  UPDATE ${waiters} w SET alive_until = t + (l.i + 1) * p_reservation * ${MS}
-    FROM unnest(later) WITH ORDINALITY AS l(owner, i)
-    WHERE w.name = p_name AND w.owner = l.owner AND w.alive_until > t + (l.i + 1) * p_reservation * ${MS};
-  UPDATE ${locks} SET owner = woken, reserved = true, flagged = cardinality(later) > 0,
+  IF head_kind IS NULL THEN
+    woken := ARRAY[head];
+    DELETE FROM ${waiters} WHERE name = p_name AND owner = head;
+  ELSE
+    woken := ${n.fn.admit}(p_name, t, head_kind, CASE head_kind WHEN 0 THEN ${MAX_ADMITTED} ELSE head_kind END);
+  END IF;
+  later := ${n.fn.following}(p_name, t, p_reservation);
+  UPDATE ${locks} SET owner = array_to_string(woken, ' '), reserved = true, flagged = cardinality(later) > 0,
     expires_at = t + p_reservation * ${MS}, retain_until = greatest(retain_until, t + p_reservation * ${MS})
     WHERE name = p_name;
-  PERFORM pg_notify(p_channel, array_to_string(array_prepend(woken, later), ' '));
-  RETURN woken;
+  PERFORM ${n.fn.tell}(p_channel, woken, later);
+  RETURN head;
 END`,
     ),
     // End p_owner's lease and hand the lock on if waiters are flagged; mark the grant released by
@@ -236,11 +249,12 @@ END`,
     // will wait (p_queue 1: a first attempt, 2: already queued, which leaves the queue on
     // success, and drops the dead waiters a hand-off named before it), renewing its liveness, and
     // flag the lease so its release hands it on.
-    // Returns (true, token) or (false, ms the holder's lease or the reservation has left).
+    // Returns (true, token) or (false, ms the holder's lease or the reservation has left); a name
+    // a semaphore holds (owner '^<limit>', see shared-sql.ts) is another kind: (false, 0, limit).
     fn(
       n.fn.acquire,
       'p_name text, p_owner text, p_ttl bigint, p_min_fence bigint, p_queue integer, p_instance text, ' +
-        'p_retention bigint, p_waiter_lease bigint, OUT acquired boolean, OUT value bigint',
+        'p_retention bigint, p_waiter_lease bigint, OUT acquired boolean, OUT value bigint, OUT held_as bigint',
       'record',
       `
 DECLARE
@@ -250,6 +264,9 @@ DECLARE
 BEGIN
   IF ${held} AND r.owner = p_owner THEN
     acquired := true; value := r.fence; RETURN;
+  END IF;
+  IF ${held} AND left(r.owner, 1) = '^' AND r.owner <> '^0' THEN
+    acquired := false; value := 0; held_as := substr(r.owner, 2)::bigint; RETURN;
   END IF;
   IF ${held} OR (${reserved} AND r.owner <> p_owner) THEN
     IF p_queue <> 0 THEN
@@ -333,6 +350,7 @@ BEGIN
   IF r.fence_until > t THEN
     holder_token := r.fence; holder_taken_at := ${epochMs('r.taken_at')}; holder_instance := r.instance;
   END IF;
+  IF left(r.owner, 1) = '^' THEN DELETE FROM ${n.holds} WHERE name = p_name; END IF;
   woken := ${n.fn.handOn}(p_name, t, ${handOnCall});
 END`,
     ),
@@ -433,6 +451,21 @@ function createIndex(name: string, on: string): string {
   return `DO ${dollarQuote(body)};`;
 }
 
+/** A column added to a table made by an earlier schema, looked for first as createIndex does. */
+function addColumn(table: string, column: string, type: string): string {
+  const body = ` BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(${quoteLiteral(table)})
+    AND attname = ${quoteLiteral(column)} AND NOT attisdropped) THEN ALTER TABLE ${table} ADD COLUMN ${column} ${type}; END IF; END `;
+  return `DO ${dollarQuote(body)};`;
+}
+
+/** Schema 4 added `held_as` to acquire's reply: CREATE OR REPLACE cannot change a function's row type. */
+function dropOldAcquire(n: SchemaNames): string {
+  const signature = quoteLiteral(`${n.fn.acquire}(text, text, bigint, bigint, integer, text, bigint, bigint)`);
+  const body = ` BEGIN IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure(${signature})
+    AND NOT 'held_as' = ANY(proargnames)) THEN DROP FUNCTION ${n.fn.acquire}(text, text, bigint, bigint, integer, text, bigint, bigint); END IF; END `;
+  return `DO ${dollarQuote(body)};`;
+}
+
 /**
  * The migration of `prefix`: plain SQL, safe to run again (IF NOT EXISTS, CREATE OR REPLACE) and
  * to run from several sessions at once (an advisory lock makes them take turns). Run it as one
@@ -466,9 +499,20 @@ export function migrationSql(prefix: string): string {
   owner       text NOT NULL,
   arrival     bigint GENERATED ALWAYS AS IDENTITY,
   alive_until timestamptz NOT NULL,
+  kind        integer,
   PRIMARY KEY (name, owner)
 );`,
+    addColumn(n.waiters, 'kind', 'integer'),
     createIndex(n.index.arrival, `${n.waiters} (name, arrival)`),
+    `CREATE TABLE IF NOT EXISTS ${n.holds} (
+  name       text COLLATE "C" NOT NULL REFERENCES ${n.locks} (name) ON DELETE CASCADE,
+  owner      text NOT NULL,
+  expires_at timestamptz NOT NULL,
+  token      bigint,
+  taken_at   timestamptz,
+  instance   text,
+  PRIMARY KEY (name, owner)
+);`,
     `CREATE TABLE IF NOT EXISTS ${n.runs} (
   name        text COLLATE "C" NOT NULL,
   fence       bigint NOT NULL,
@@ -480,7 +524,9 @@ export function migrationSql(prefix: string): string {
   error       text,
   PRIMARY KEY (name, fence)
 );`,
+    dropOldAcquire(n),
     ...functions(n),
+    ...sharedFunctions(n),
     `COMMENT ON TABLE ${n.locks} IS ${quoteLiteral(SCHEMA_VERSION)};`,
     '',
   ].join('\n\n');
