@@ -38,19 +38,53 @@ function freePort(): Promise<number> {
 }
 
 export async function startLocalServer(): Promise<LocalServer> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-verify-'));
-  // As leasehold asks: nothing evicted, every acknowledged write on disk; no RDB snapshots.
-  const settings = '--bind 127.0.0.1 --protected-mode no --daemonize no --appendonly yes --appendfsync always';
-  const args = ['--port', String(port), '--dir', dir, '--save', '', ...settings.split(' ')];
-  args.push('--maxmemory-policy', 'noeviction');
-  let child: ChildProcess | undefined;
-  let log = '';
+  const server = new LocalRedis(await freePort(), mkdtempSync(join(tmpdir(), 'leasehold-verify-')));
+  await server.launch();
+  return server;
+}
 
-  const launch = async () => {
-    log = '';
-    const started = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child = started;
+function exited(proc: ChildProcess): Promise<void> {
+  return proc.exitCode !== null || proc.signalCode !== null
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+}
+
+/** One redis-server on a port and a data directory of its own, started again on the same ones after a kill. */
+class LocalRedis implements LocalServer {
+  readonly url: string;
+  readonly port: number;
+  readonly #dir: string;
+  readonly #args: string[];
+  #child: ChildProcess | undefined;
+  /** The end of the running server's output, for the error if it exits at start. */
+  #log = '';
+
+  constructor(port: number, dir: string) {
+    this.url = `redis://127.0.0.1:${port}`;
+    this.port = port;
+    this.#dir = dir;
+    // As leasehold asks: nothing evicted, every acknowledged write on disk; no RDB snapshots.
+    const settings = '--bind 127.0.0.1 --protected-mode no --daemonize no --appendonly yes --appendfsync always';
+    this.#args = ['--port', String(port), '--dir', dir, '--save', '', ...settings.split(' ')];
+    this.#args.push('--maxmemory-policy', 'noeviction');
+  }
+
+  /** Start redis-server; resolves once it answers PING. */
+  async launch(): Promise<void> {
+    this.#log = '';
+    const started = spawn('redis-server', this.#args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.#child = started;
+    const failed = this.#failedStart(started);
+    const keep = (text: string) => {
+      this.#log = (this.#log + text).slice(-4_000);
+    };
+    started.stdout?.setEncoding('utf8').on('data', keep);
+    started.stderr?.setEncoding('utf8').on('data', keep);
+    await this.#answering(started, failed);
+  }
+
+  /** Rejects if the process cannot start or exits before it answers. */
+  #failedStart(started: ChildProcess): Promise<never> {
     const failed = new Promise<never>((_, reject) => {
       started.once('error', (error: NodeJS.ErrnoException) =>
         reject(
@@ -60,20 +94,22 @@ export async function startLocalServer(): Promise<LocalServer> {
         ),
       );
       started.once('exit', (code, signal) =>
-        reject(new Error(`redis-server exited at start (${signal ?? `code ${code}`}): ${log.trim().slice(-500)}`)),
+        reject(
+          new Error(`redis-server exited at start (${signal ?? `code ${code}`}): ${this.#log.trim().slice(-500)}`),
+        ),
       );
     });
     failed.catch(() => undefined);
-    const keep = (text: string) => {
-      log = (log + text).slice(-4_000);
-    };
-    started.stdout?.setEncoding('utf8').on('data', keep);
-    started.stderr?.setEncoding('utf8').on('data', keep);
+    return failed;
+  }
+
+  /** PING until PONG; past the deadline, or once the process is gone, kill it and throw. */
+  async #answering(started: ChildProcess, failed: Promise<never>): Promise<void> {
     const deadline = performance.now() + READY_WITHIN;
     for (;;) {
       try {
         const client = await Promise.race([
-          connectServer({ host: '127.0.0.1', port }, { what: 'verify --local', connectTimeout: 500 }),
+          connectServer({ host: '127.0.0.1', port: this.port }, { what: 'verify --local', connectTimeout: 500 }),
           failed,
         ]);
         const pong = await client.ping().finally(() => client.disconnect());
@@ -86,38 +122,35 @@ export async function startLocalServer(): Promise<LocalServer> {
       }
       await sleep(50);
     }
-  };
+  }
 
-  const exited = (proc: ChildProcess) =>
-    proc.exitCode !== null || proc.signalCode !== null
-      ? Promise.resolve()
-      : new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+  async restart(): Promise<void> {
+    const old = this.#child;
+    if (old) {
+      old.kill('SIGCONT');
+      old.kill('SIGKILL');
+      await exited(old);
+    }
+    await this.launch();
+  }
 
-  await launch();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    port,
-    async restart() {
-      const old = child;
-      if (old) {
-        old.kill('SIGCONT');
-        old.kill('SIGKILL');
-        await exited(old);
-      }
-      await launch();
-    },
-    freeze: () => child?.kill('SIGSTOP'),
-    thaw: () => child?.kill('SIGCONT'),
-    async stop() {
-      const last = child;
-      if (last) {
-        last.kill('SIGCONT');
-        last.kill('SIGTERM');
-        const timer = setTimeout(() => last.kill('SIGKILL'), 3_000);
-        await exited(last);
-        clearTimeout(timer);
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  freeze(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
+  async stop(): Promise<void> {
+    const last = this.#child;
+    if (last) {
+      last.kill('SIGCONT');
+      last.kill('SIGTERM');
+      const timer = setTimeout(() => last.kill('SIGKILL'), 3_000);
+      await exited(last);
+      clearTimeout(timer);
+    }
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
 }
