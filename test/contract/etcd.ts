@@ -1,5 +1,6 @@
 import { Etcd3 } from 'etcd3';
 import { KeySpace } from '../../src/store/etcd/keys.js';
+import { admitted, readLine } from '../../src/store/etcd/line.js';
 import { type EtcdServer, startEtcd } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
 
@@ -47,11 +48,14 @@ export function etcdBackendOn(endpoints: readonly string[], server?: { stop(): P
       if (holder) await raw.kv.deleteRange({ key: holder.key });
     },
     subscriptions: async (prefix, name) => clients.reduce((n, c) => n + watchersIn(c, line(prefix, name)), 0),
-    // Waiters queued: every key in line but the first (the holder's, or the one handed the lock).
+    // Waiters queued: every key in line that holds nothing and may not yet (the first, or a
+    // shared waiter with room, is the one handed the lock).
     queued: async (prefix, name) => {
       const { start, end } = line(prefix, name);
-      const { count } = await raw.kv.range({ key: start, range_end: end, count_only: true });
-      return Math.max(0, Number(count) - 1);
+      const range = await raw.kv.range({ key: start, range_end: end, sort_target: 'Create', sort_order: 'Ascend' });
+      const keys = readLine(range.kvs);
+      const ready = admitted(keys);
+      return keys.filter((k) => k.member.takenAt === null && !ready.includes(k)).length;
     },
     close: async () => {
       for (const client of clients.splice(0)) client.close();

@@ -94,6 +94,8 @@ export interface Watcher {
 export interface WatchBuilder {
   /** A key relative to the client's namespace. */
   key(key: Buffer): this;
+  /** Every key that starts with `key` (relative to the client's namespace). */
+  prefix(key: Buffer): this;
   startRevision(revision: string): this;
   only(...operations: 'delete'[]): this;
   create(): Promise<Watcher>;

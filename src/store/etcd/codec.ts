@@ -19,7 +19,20 @@ export interface Member {
    * client's) until which it is kept. Its lease, in whole seconds, may outlive it.
    */
   readonly keptUntil?: number;
+  /**
+   * A shared hold or waiter: a semaphore's permits (≥ 1), or 0 for a read-write lock's shared
+   * mode; absent for the exclusive kind (a mutex, an exclusive hold, a job's run).
+   */
+  readonly limit?: number;
 }
+
+/**
+ * How a member's value begins, by kind, so that one Value compare over a line can tell kinds
+ * apart (etcd compares bytes): a semaphore's `{"n":` sorts below the exclusive `{"o":`, a
+ * read-write lock's shared `{"s":` above it. `EXCLUSIVE_OR_SHARED`: every value above it is not
+ * a semaphore's.
+ */
+export const EXCLUSIVE_OR_SHARED = Buffer.from('{"o');
 
 /** The release marker: who released the grant with token `fence`. */
 export interface Released {
@@ -65,13 +78,23 @@ const isIntOrNull = (v: unknown): v is number | null => v === null || isInt(v);
 const isStringOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
 
 export function encodeMember(member: Member): Buffer {
-  const value = { o: member.owner, i: member.instance, t: member.ttl, g: member.takenAt };
+  const kind = member.limit === undefined ? {} : member.limit > 0 ? { n: member.limit } : { s: 1 };
+  const value = { ...kind, o: member.owner, i: member.instance, t: member.ttl, g: member.takenAt };
   return Buffer.from(JSON.stringify(member.keptUntil === undefined ? value : { ...value, k: member.keptUntil }));
+}
+
+/** The kind a decoded value declares: a semaphore's permits, 0 shared, undefined exclusive; null if malformed. */
+function limitOf(v: Record<string, unknown>): number | undefined | null {
+  if (v.n !== undefined) return isInt(v.n) && v.n >= 1 && v.s === undefined ? v.n : null;
+  if (v.s !== undefined) return v.s === 1 ? 0 : null;
+  return undefined;
 }
 
 export function decodeMember(kv: EtcdKeyValue): Member {
   const v = parse('a contender', kv);
+  const limit = limitOf(v);
   if (
+    limit === null ||
     typeof v.o !== 'string' ||
     typeof v.i !== 'string' ||
     !isInt(v.t) ||
@@ -80,8 +103,9 @@ export function decodeMember(kv: EtcdKeyValue): Member {
   ) {
     throw bad('a contender', kv);
   }
-  const member = { owner: v.o, instance: v.i, ttl: v.t, takenAt: v.g };
-  return v.k === undefined ? member : { ...member, keptUntil: v.k };
+  const member: Member = { owner: v.o, instance: v.i, ttl: v.t, takenAt: v.g };
+  const kept = v.k === undefined ? member : { ...member, keptUntil: v.k };
+  return limit === undefined ? kept : { ...kept, limit };
 }
 
 export function encodeReleased(released: Released): Buffer {

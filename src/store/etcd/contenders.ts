@@ -6,6 +6,7 @@ import type { Member } from './codec.js';
 import type { KeySpace, LockKeys } from './keys.js';
 import { createdAt, remove } from './ops.js';
 import type { Session } from './session.js';
+import { ShareTracker } from './share-tracker.js';
 import { Tracker } from './tracker.js';
 
 /**
@@ -37,7 +38,7 @@ export interface Entry {
   /** While held: monotonic ms at which the lease ends unless extended. */
   deadline: number;
   timer: ReturnType<typeof setTimeout> | undefined;
-  tracker: Tracker | undefined;
+  tracker: Tracker | ShareTracker | undefined;
 }
 
 type Listener = (handOff: HandOff) => void;
@@ -162,18 +163,24 @@ export class Contenders {
     await this.#client.kv.txn({ compare: [createdAt(key, entry.revision)], success: [remove(key)], failure: [] });
   }
 
-  #track(entry: Entry): Tracker {
-    const tracker = new Tracker(
-      this.#client,
-      this.#space,
-      entry.keys,
-      entry.revision,
-      () => {
-        if (entry.tracker === tracker) entry.tracker = undefined;
-        this.#deliver(entry.name, { woken: entry.owner, next: [] });
-      },
-      this.#onError,
-    );
+  /** An exclusive waiter watches its predecessor; a shared one, what keeps it out (share-tracker.ts). */
+  #track(entry: Entry): Tracker | ShareTracker {
+    const onFirst = () => {
+      if (entry.tracker === tracker) entry.tracker = undefined;
+      this.#deliver(entry.name, { woken: entry.owner, next: [] });
+    };
+    const { limit } = entry.member;
+    const tracker =
+      limit === undefined
+        ? new Tracker(this.#client, this.#space, entry.keys, entry.revision, onFirst, this.#onError)
+        : new ShareTracker(
+            this.#client,
+            this.#space,
+            entry.keys,
+            { revision: entry.revision, limit },
+            onFirst,
+            this.#onError,
+          );
     entry.tracker = tracker;
     return tracker;
   }

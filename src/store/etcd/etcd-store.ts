@@ -5,13 +5,38 @@ import { globMatcher } from '../memory/glob.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
 import { addressOf, type EtcdClient, type EtcdKeyValue, type TxnRequest, type TxnResponse } from './client.js';
-import { decodeMember, decodeReleased, encodeMember, encodeReleased, type Member, revision } from './codec.js';
+import {
+  decodeMember,
+  decodeReleased,
+  EXCLUSIVE_OR_SHARED,
+  encodeMember,
+  encodeReleased,
+  type Member,
+  revision,
+} from './codec.js';
 import { Contenders, type Entry } from './contenders.js';
 import { isLeaseGone, storeError } from './errors.js';
 import { claimTick, finishTick, forgetJob, type JobContext, readJob } from './jobs.js';
 import { KeySpace } from './keys.js';
-import { count, createdAt, emptyRange, exists, firstOf, get, kvsAt, noneBefore, onLease, put, remove } from './ops.js';
+import { admitted, holders, type InLine, isSemaphore, readLine } from './line.js';
+import {
+  createdAt,
+  emptyRange,
+  exists,
+  firstOf,
+  get,
+  kvsAt,
+  lineOf,
+  nested,
+  noneBefore,
+  onLease,
+  put,
+  remove,
+  txnAt,
+  valuesAbove,
+} from './ops.js';
 import { type Renewal, renewFor, SessionLost, Sessions, Unconfirmed } from './session.js';
+import { acquireShared, type SharedContext } from './shared.js';
 
 export interface EtcdStoreOptions {
   /** The namespace of every key this store touches (under the client's own namespace). */
@@ -34,7 +59,7 @@ export interface EtcdStoreOptions {
  * key is then first, so the lock is handed on in arrival order without a reservation to lapse,
  * and only that waiter's store hears of it.
  */
-export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
+export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Port.SharedStore {
   readonly [STORE] = true;
   readonly kind = 'etcd3';
   readonly address: string;
@@ -93,7 +118,18 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     };
   }
 
-  acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply> {
+  /** The shared steps' view of the store. */
+  get #shared(): SharedContext {
+    return {
+      space: this.#space,
+      sessions: this.#sessions,
+      contenders: this.#contenders,
+      txn: (request) => this.#txn(request),
+      confirm: (entry, renewal, ttl, since) => this.#confirm(entry, renewal, ttl, since),
+    };
+  }
+
+  acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
     const since = now();
     const entry = this.#contenders.get(name, request.owner);
     return this.#call('acquire', () =>
@@ -105,7 +141,12 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
    * A first attempt: take the lock if nobody is in line, else (for a caller that will wait) put
    * our key at the end of the line. One transaction either way.
    */
-  async #first(name: string, r: Port.AcquireRequest, since: number, retry: boolean): Promise<Port.AcquireReply> {
+  async #first(
+    name: string,
+    r: Port.AcquireRequest,
+    since: number,
+    retry: boolean,
+  ): Promise<Port.AcquireReply | Port.HeldAsReply> {
     const keys = this.#space.lock(name);
     const key = keys.member(r.owner);
     // A caller that will wait joins the line in the same step when refused, on the main session.
@@ -120,8 +161,15 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
       response = await this.#txn({
         compare: [emptyRange(keys.queue)],
         success: [put(key, encodeMember(granted), session.id), remove(keys.released)],
+        // A line of a semaphore's is another kind of lock: joined only when it holds none (line.ts).
         failure: waiters
-          ? [put(key, encodeMember({ ...granted, takenAt: null }), waiters.id), firstOf(keys.queue), get(key)]
+          ? [
+              nested(
+                [valuesAbove(keys.queue, EXCLUSIVE_OR_SHARED)],
+                [put(key, encodeMember({ ...granted, takenAt: null }), waiters.id), firstOf(keys.queue), get(key)],
+                [firstOf(keys.queue)],
+              ),
+            ]
           : [firstOf(keys.queue)],
       });
     } catch (error) {
@@ -134,8 +182,13 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
       const entry = this.#contenders.add(name, r.owner, keys, fence, session, granted);
       return this.#granted(entry, renewal, r, since, retry);
     }
+    const joined = waiters ? txnAt(response, 0, 'acquire') : response;
+    const head = kvsAt(joined, waiters && joined.succeeded ? 1 : 0, 'acquire')[0];
+    const headed = head ? decodeMember(head) : undefined;
+    if (headed && isSemaphore(headed)) return { acquired: false, heldAs: headed.limit as number };
+    if (waiters && !joined.succeeded) return { acquired: false, pttl: pttlOf(head) };
     if (!waiters) {
-      const first = kvsAt(response, 0, 'acquire')[0];
+      const first = head;
       if (!first?.key.equals(key) || first.lease !== session.id) return { acquired: false, pttl: pttlOf(first) };
       // A re-sent attempt whose first send took the lock: that grant is ours.
       const entry = this.#contenders.add(name, r.owner, keys, revision(first.create_revision, 'a grant'), session, {
@@ -144,8 +197,8 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
       });
       return this.#granted(entry, renewal, r, since, retry);
     }
-    const first = kvsAt(response, 1, 'acquire')[0];
-    const mine = kvsAt(response, 2, 'acquire')[0];
+    const first = kvsAt(joined, 1, 'acquire')[0];
+    const mine = kvsAt(joined, 2, 'acquire')[0];
     if (!mine) throw new LockError(ErrorCode.STORE_ERROR, 'etcd3: acquire: the key just put is not there');
     const entry = this.#contenders.add(name, r.owner, keys, revision(mine.create_revision, 'a waiter'), waiters, {
       ...granted,
@@ -161,7 +214,12 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
    * A later attempt by a waiter (or a re-sent one by a holder): the lock is ours if our key is
    * still there and no key in line is older. Granted, the key moves to the session of the lease.
    */
-  async #again(entry: Entry, r: Port.AcquireRequest, since: number, retry: boolean): Promise<Port.AcquireReply> {
+  async #again(
+    entry: Entry,
+    r: Port.AcquireRequest,
+    since: number,
+    retry: boolean,
+  ): Promise<Port.AcquireReply | Port.HeldAsReply> {
     const { keys } = entry;
     const key = keys.member(r.owner);
     const session = await this.#sessions.get(r.ttl);
@@ -201,7 +259,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     r: Port.AcquireRequest,
     since: number,
     retry: boolean,
-  ): Promise<Port.AcquireReply> {
+  ): Promise<Port.AcquireReply | Port.HeldAsReply> {
     try {
       await this.#confirm(entry, renewal, r.ttl, since);
     } catch (error) {
@@ -235,7 +293,20 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     this.#contenders.hold(entry, ttl, since);
   }
 
-  async release(name: string, owner: string, _handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+  release(name: string, owner: string, _handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+    return this.#release(name, owner, notOurs);
+  }
+
+  /**
+   * End a shared hold: delete its key, as a release. Deleting it wakes what it kept out: an
+   * exclusive waiter right behind, or the shared waiters it counted against (share-tracker.ts).
+   */
+  releaseShared(name: string, owner: string, _handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+    return this.#release(name, owner, goneShared);
+  }
+
+  /** Delete `owner`'s key; `gone` says what a key found gone answers. */
+  async #release(name: string, owner: string, gone: Gone): Promise<Port.ReleaseReply> {
     const entry = this.#contenders.get(name, owner);
     const keys = entry?.keys ?? this.#space.lock(name);
     const key = keys.member(owner);
@@ -256,11 +327,20 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
       });
       if (response.succeeded) return 'released';
       if (decodeReleased(kvsAt(response, 1, 'release')[0])?.owner === owner) return 'released';
-      return notOurs(kvsAt(response, 0, 'release')[0]);
+      return gone(kvsAt(response, 0, 'release')[0]);
     });
   }
 
   extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
+    return this.#extendAny(name, owner, ttl, notOurs);
+  }
+
+  /** Extending a shared hold is extending its key, as a holder's. */
+  extendShared(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
+    return this.#extendAny(name, owner, ttl, goneShared);
+  }
+
+  #extendAny(name: string, owner: string, ttl: number, gone: Gone): Promise<Port.ExtendReply> {
     const since = now();
     const entry = this.#contenders.get(name, owner);
     if (entry?.state === 'held' && entry.session.lost) {
@@ -270,14 +350,14 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     }
     if (entry?.state !== 'held') {
       if (entry?.state === 'expiring') return Promise.resolve('expired');
-      return this.#call('extend', () => this.#absent(name, owner));
+      return this.#call('extend', () => this.#absent(name, owner, gone));
     }
     // Push the local end first: the ttl timer must not delete the key under a confirmation in flight.
     this.#contenders.extendTo(entry, since + ttl);
-    return this.#call('extend', () => this.#extend(entry, ttl, since, true));
+    return this.#call('extend', () => this.#extend(entry, ttl, since, gone, true));
   }
 
-  async #extend(entry: Entry, ttl: number, since: number, retry: boolean): Promise<Port.ExtendReply> {
+  async #extend(entry: Entry, ttl: number, since: number, gone: Gone, retry: boolean): Promise<Port.ExtendReply> {
     const key = entry.keys.member(entry.owner);
     const target = await this.#sessions.get(ttl);
     const moving = target !== entry.session;
@@ -301,11 +381,11 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
       );
     } catch (error) {
       if (!retry || !(await Sessions.recheck(error, [target]))) throw error;
-      return this.#extend(entry, ttl, since, false);
+      return this.#extend(entry, ttl, since, gone, false);
     }
     if (!response.succeeded) {
       this.#contenders.forget(entry);
-      return notOurs(kvsAt(response, 0, 'extend')[0]);
+      return gone(kvsAt(response, 0, 'extend')[0]);
     }
     if (moving) {
       entry.session = target;
@@ -322,11 +402,21 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
   }
 
   /** An extension of a lock this store does not hold: whose is it? */
-  async #absent(name: string, owner: string): Promise<Port.ExtendReply> {
+  async #absent(name: string, owner: string, gone: Gone): Promise<Port.ExtendReply> {
     const keys = this.#space.lock(name);
     const response = await this.#txn({ compare: [], success: [firstOf(keys.queue)], failure: [] });
     const first = kvsAt(response, 0, 'extend')[0];
-    return first && decodeMember(first).owner === owner ? 'expired' : notOurs(first);
+    return first && decodeMember(first).owner === owner ? 'expired' : gone(first);
+  }
+
+  /** A shared waiter gives up: its key goes, as an exclusive waiter's (it may make room behind it). */
+  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+    return this.leave(name, owner, handOn);
+  }
+
+  acquireShared(name: string, request: Port.SharedRequest): Promise<Port.SharedAcquireReply> {
+    const since = now();
+    return this.#call('acquire-shared', () => acquireShared(this.#shared, name, request, since));
   }
 
   async leave(name: string, owner: string, _handOn: Port.HandOn): Promise<void> {
@@ -349,17 +439,20 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
     return this.#call('inspect', async () => {
       const response = await this.#txn({
         compare: [],
-        success: [firstOf(keys.queue), get(keys.released)],
+        success: [lineOf(keys.queue), get(keys.released)],
         failure: [],
       });
-      const first = kvsAt(response, 0, 'inspect')[0];
-      const member = first ? decodeMember(first) : null;
+      const line = readLine(kvsAt(response, 0, 'inspect'));
+      const first = line[0]?.kv;
+      const member = line[0]?.member ?? null;
       const released = decodeReleased(kvsAt(response, 1, 'inspect')[0]);
-      if (!first || member?.takenAt === null || member === null) {
+      if (!first || member?.takenAt === null || member === null || member.limit !== undefined) {
+        // Shared holds are no owner's (inspectShared lists them); the newest holds the latest token.
+        const tokens = holders(line).map((k) => k.revision);
         return {
           owner: null,
           pttl: -2,
-          fence: released?.fence ?? 0,
+          fence: Math.max(released?.fence ?? 0, ...tokens),
           holder: null,
           releasedBy: released?.owner ?? null,
         };
@@ -373,6 +466,28 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
         releasedBy: null,
       };
     });
+  }
+
+  async inspectShared(name: string): Promise<Port.SharedState> {
+    const keys = this.#space.lock(name);
+    return this.#call('inspect-shared', async () => {
+      const response = await this.#txn({ compare: [], success: [lineOf(keys.queue)], failure: [] });
+      const line = readLine(kvsAt(response, 0, 'inspect-shared'));
+      const reserved = admitted(line).map((k) => k.member.owner);
+      const held = holders(line);
+      const limit = line[0]?.member.limit;
+      if (held.length === 0) return { mode: 'free', limit: null, holds: [], reserved };
+      if (limit === undefined) return { mode: 'exclusive', limit: null, holds: [], reserved: [] };
+      const holds = await Promise.all(held.map((k) => this.#sharedHold(k)));
+      holds.sort((a, b) => a.pttl - b.pttl);
+      return { mode: limit === 0 ? 'shared' : 'semaphore', limit: limit === 0 ? null : limit, holds, reserved };
+    });
+  }
+
+  /** One shared hold as operator tooling shows it: what its key says, and what its lease has left. */
+  async #sharedHold({ kv, revision: token, member }: InLine): Promise<Port.SharedHold> {
+    const pttl = Math.min(member.ttl, await this.#leaseLeft(kv.lease));
+    return { owner: member.owner, pttl, token, takenAt: member.takenAt ?? 0, instance: member.instance };
   }
 
   /** ms etcd keeps a lease unrenewed (whole seconds, as etcd counts them). */
@@ -448,20 +563,17 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
   async queued(name: string, limit: number): Promise<Port.QueueState> {
     const keys = this.#space.lock(name);
     return this.#call('queued', async () => {
-      const response = await this.#txn({
-        compare: [],
-        success: [firstOf(keys.queue, Math.max(0, limit) + 1), count(keys.queue)],
-        failure: [],
-      });
-      const [first, ...after] = kvsAt(response, 0, 'queued');
-      const total = revision(rangeCount(response), 'a count');
-      const head = first ? decodeMember(first) : null;
-      // The first key holds the lock, or (not yet taken by its waiter) is what a Redis reservation is.
-      const reserved =
-        first && head?.takenAt === null ? { owner: head.owner, pttl: await this.#leaseLeft(first.lease) } : null;
+      const response = await this.#txn({ compare: [], success: [lineOf(keys.queue)], failure: [] });
+      const line = readLine(kvsAt(response, 0, 'queued'));
+      // A waiter admitted and not holding yet (the first in line, or a shared one with room) is
+      // what a Redis reservation is; the others wait.
+      const ready = admitted(line);
+      const waiting = line.filter((k) => k.member.takenAt === null && !ready.includes(k));
+      const next = ready[0];
+      const reserved = next ? { owner: next.member.owner, pttl: await this.#leaseLeft(next.kv.lease) } : null;
       return {
-        count: Math.max(0, total - 1),
-        first: after.slice(0, Math.max(0, limit)).map((kv) => decodeMember(kv).owner),
+        count: waiting.length,
+        first: waiting.slice(0, Math.max(0, limit)).map((k) => k.member.owner),
         reserved,
       };
     });
@@ -474,16 +586,21 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore {
   }
 }
 
-function rangeCount(response: TxnResponse): string {
-  return response.responses[1]?.response_range?.count ?? '';
-}
-
 /** The holder's lease length: a waiter's hint of when trying again is worth it. */
 function pttlOf(first: EtcdKeyValue | undefined): number {
   return first ? decodeMember(first).ttl : 0;
 }
 
+/** What a key found gone answers, by the first key in line. */
+type Gone = (first: EtcdKeyValue | undefined) => 'not-owner' | 'expired';
+
 /** Our key is gone: another owner holds the lock, or nobody does. */
 function notOurs(first: EtcdKeyValue | undefined): 'not-owner' | 'expired' {
   return first && decodeMember(first).takenAt !== null ? 'not-owner' : 'expired';
+}
+
+/** A shared hold is gone: `not-owner` only when another owner holds the lock exclusively. */
+function goneShared(first: EtcdKeyValue | undefined): 'not-owner' | 'expired' {
+  const member = first ? decodeMember(first) : null;
+  return member && member.takenAt !== null && member.limit === undefined ? 'not-owner' : 'expired';
 }

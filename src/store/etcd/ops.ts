@@ -18,6 +18,13 @@ export function firstOf(range: { start: Buffer; end: Buffer }, limit = 1): Reque
   };
 }
 
+/** The whole line of a queue range, oldest first; with `before`, only the keys created before that revision. */
+export function lineOf(range: { start: Buffer; end: Buffer }, before?: number): RequestOp {
+  const op = firstOf(range, 0);
+  if (before !== undefined && op.request_range) op.request_range.max_create_revision = String(before - 1);
+  return op;
+}
+
 export function get(key: Buffer): RequestOp {
   return { request_range: { key } };
 }
@@ -73,6 +80,11 @@ export function noneAfter(range: { start: Buffer; end: Buffer }, revision: numbe
     result: 'Less',
     create_revision: String(revision + 1),
   };
+}
+
+/** Every key of the range has a value above `value` (byte order); false for an empty range, as etcd has it. */
+export function valuesAbove(range: { start: Buffer; end: Buffer }, value: Buffer): Compare {
+  return { key: range.start, range_end: range.end, target: 'Value', result: 'Greater', value };
 }
 
 export function onLease(key: Buffer, lease: string): Compare {
