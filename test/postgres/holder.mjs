@@ -19,11 +19,18 @@ function hold(lock) {
   tell('acquired', { owner: lock.owner, fencingToken: lock.fencingToken });
 }
 
+/** The kind of lock a command asks for: `limit` (a semaphore) or `mode` (a read-write lock), else a mutex. */
+const kindOf = ({ limit, mode }) => ({
+  ...(limit === undefined ? {} : { limit }),
+  ...(mode === undefined ? {} : { mode }),
+});
+
 const commands = {
-  acquire: async ({ name, ttl, autoExtend = true }) => hold(await locks.acquire(name, { ttl, autoExtend })),
-  wait: async ({ name, ttl, wait }) => {
+  acquire: async ({ name, ttl, autoExtend = true, ...kind }) =>
+    hold(await locks.acquire(name, { ttl, autoExtend, ...kindOf(kind) })),
+  wait: async ({ name, ttl, wait, ...kind }) => {
     tell('waiting');
-    hold(await locks.acquire(name, { ttl, wait }));
+    hold(await locks.acquire(name, { ttl, wait, ...kindOf(kind) }));
   },
   release: async () => tell('released', { released: await held.release() }),
   exit: async () => {
