@@ -119,160 +119,204 @@ interface Kill {
   readonly leaseEnds: number;
 }
 
+function out(line = ''): void {
+  process.stdout.write(`${line}\n`);
+}
+
 /** The demo: three pods, one job, a kill mid-job, a timeline, a verdict. Resolves the exit code. */
 export async function demo(options: DemoOptions): Promise<number> {
-  const out = (line = '') => process.stdout.write(`${line}\n`);
-  const memory = options.redis === undefined;
-  const lead = memory ? 1_200 : 2_500;
-  const first = Math.ceil((Date.now() + lead) / EVERY) * EVERY;
-  const plan: DemoPlan = {
-    ...PLAN_DEFAULTS,
-    job: `demo-${randomBytes(3).toString('hex')}`,
-    first,
-    last: first + (options.ticks - 1) * EVERY,
-  };
-  const ticks = Array.from({ length: options.ticks }, (_, i) => first + i * EVERY);
-  const killTick = ticks[Math.min(4, ticks.length - 3)] as number;
-
-  const redis = memory ? undefined : await connectRedis(options.redis as string);
+  const run = new DemoRun(options);
+  const redis = run.memory ? undefined : await connectRedis(options.redis as string);
   // The demo's own view of the job (its history, and the clean-up), by name under the demo's prefix;
   // in memory, the store the pods share.
   const { store, owned } = resolveStore(redis?.client ?? new MemoryStore(), { prefix: PREFIX, onError: () => {} });
   const { lease, jobs, admin } = portsOf(store);
   if (!jobs || !admin) throw new Error(`the ${store.kind} store keeps no job history`);
 
-  out(bold(`leasehold demo: ${PODS.length} pods run one job, ${options.ticks} ticks`));
-  out(
-    `  ${memory ? 'memory store, pods in this process' : `Redis at ${options.redis} (${redis?.library}), each pod its own process`}`,
-  );
-  out(
-    `  job "${plan.job}", cron "${plan.cron}" (every second); each run takes ~${plan.taskMs} ms; ` +
-      `lockAtMostFor ${plan.lockAtMostFor} ms, lockAtLeastFor ${plan.lockAtLeastFor} ms`,
-  );
-  out(`  the pod that runs tick ${ticks.indexOf(killTick) + 1} is killed ${KILL_AFTER} ms into it`);
-  out();
+  run.printIntro(redis?.library);
+  run.pods = run.memory
+    ? memoryPods(lease, jobs, run.plan, run.onEvent)
+    : processPods(options.redis as string, run.plan, run.onEvent, (why) => run.failures.push(why));
+  await run.printTimeline();
+  await Promise.all(run.pods.map((p) => p.exited));
 
-  const logs = new Map<number, TickLog>(ticks.map((t) => [t, { starts: [], done: new Map(), skips: [] }]));
-  const failures: string[] = [];
-  let kill: Kill | undefined;
-  let pods: PodHandle[] = [];
-  const ready = new Set<string>();
+  let history: RunRecord[] = [];
+  try {
+    const state = await bounded(store, jobs.readJob(run.plan.job, 100), 'read-job', DEFAULTS.commandTimeout);
+    history = runRecords(run.plan.job, state);
+  } catch (error) {
+    run.failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (redis) {
+    // Leave nothing behind on a real Redis but the fencing counter, which expires by its retention.
+    const handOn = { reservation: DEFAULTS.reservation, announce: false };
+    const leave = Promise.all([admin.forceRelease(run.plan.job, handOn), jobs.forgetJob(run.plan.job)]);
+    await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
+  }
+  if (owned) await store.close();
+  await redis?.close();
+  return run.verdict(history);
+}
 
-  const onEvent = (e: PodEvent) => {
+/** One run of the demo: its schedule, what the pods report tick by tick, and the kill. */
+class DemoRun {
+  readonly memory: boolean;
+  readonly #options: DemoOptions;
+  readonly plan: DemoPlan;
+  /** Each tick's scheduled time. */
+  readonly ticks: number[];
+  /** The tick whose runner is killed. */
+  readonly #killTick: number;
+  readonly #logs: Map<number, TickLog>;
+  readonly failures: string[] = [];
+  #kill: Kill | undefined;
+  pods: PodHandle[] = [];
+  readonly #ready = new Set<string>();
+  /** The takeover after the kill is noted once, on the first tick run after it. */
+  #tookOver = false;
+
+  constructor(options: DemoOptions) {
+    this.#options = options;
+    this.memory = options.redis === undefined;
+    const lead = this.memory ? 1_200 : 2_500;
+    const first = Math.ceil((Date.now() + lead) / EVERY) * EVERY;
+    this.plan = {
+      ...PLAN_DEFAULTS,
+      job: `demo-${randomBytes(3).toString('hex')}`,
+      first,
+      last: first + (options.ticks - 1) * EVERY,
+    };
+    this.ticks = Array.from({ length: options.ticks }, (_, i) => first + i * EVERY);
+    this.#killTick = this.ticks[Math.min(4, this.ticks.length - 3)] as number;
+    this.#logs = new Map(this.ticks.map((t) => [t, { starts: [], done: new Map(), skips: [] }]));
+  }
+
+  printIntro(library: string | undefined): void {
+    const options = this.#options;
+    const plan = this.plan;
+    out(bold(`leasehold demo: ${PODS.length} pods run one job, ${options.ticks} ticks`));
+    out(
+      `  ${this.memory ? 'memory store, pods in this process' : `Redis at ${options.redis} (${library}), each pod its own process`}`,
+    );
+    out(
+      `  job "${plan.job}", cron "${plan.cron}" (every second); each run takes ~${plan.taskMs} ms; ` +
+        `lockAtMostFor ${plan.lockAtMostFor} ms, lockAtLeastFor ${plan.lockAtLeastFor} ms`,
+    );
+    out(`  the pod that runs tick ${this.ticks.indexOf(this.#killTick) + 1} is killed ${KILL_AFTER} ms into it`);
+    out();
+  }
+
+  /** A pod's report: kept under its tick; the first start of the kill tick schedules the kill. */
+  readonly onEvent = (e: PodEvent): void => {
     if (e.type === 'ready') {
-      ready.add(e.pod);
-      if (!memory) out(dim(`  ${e.pod} is up (pid ${e.pid})`));
+      this.#ready.add(e.pod);
+      if (!this.memory) out(dim(`  ${e.pod} is up (pid ${e.pid})`));
       return;
     }
     if (e.type === 'stopped') return;
-    const log = logs.get(e.tick);
+    const log = this.#logs.get(e.tick);
     if (!log) return;
     if (e.type === 'start') {
       log.starts.push({ pod: e.pod, fence: e.fence });
-      if (e.tick === killTick && !kill) {
-        kill = { pod: e.pod, tick: e.tick, leaseEnds: Date.now() + plan.lockAtMostFor };
-        const victim = pods.find((p) => p.name === e.pod);
+      if (e.tick === this.#killTick && !this.#kill) {
+        this.#kill = { pod: e.pod, tick: e.tick, leaseEnds: Date.now() + this.plan.lockAtMostFor };
+        const victim = this.pods.find((p) => p.name === e.pod);
         setTimeout(() => victim?.kill(), KILL_AFTER);
       }
     } else if (e.type === 'done') log.done.set(e.pod, e.ms);
     else if (e.type === 'skip') log.skips.push({ pod: e.pod, reason: e.reason });
-    else if (e.type === 'failed' && kill?.pod !== e.pod) failures.push(`${e.pod} failed at tick ${e.tick}: ${e.error}`);
+    else if (e.type === 'failed' && this.#kill?.pod !== e.pod)
+      this.failures.push(`${e.pod} failed at tick ${e.tick}: ${e.error}`);
   };
 
-  pods = memory
-    ? memoryPods(lease, jobs, plan, onEvent)
-    : processPods(options.redis as string, plan, onEvent, (why) => failures.push(why));
+  /** The table, a line per tick as soon as it is over. */
+  async printTimeline(): Promise<void> {
+    // The table starts once every pod is up (or when the first tick is near, whichever comes first).
+    while (this.#ready.size < this.pods.length && Date.now() < this.plan.first - 300) await sleep(20);
+    if (!this.memory) out();
+    out(dim('  tick  scheduled     ran on  fence  the other pods'));
+    for (const [i, tick] of this.ticks.entries()) {
+      await sleep(Math.max(0, tick + EVERY - 100 - Date.now()));
+      out(this.#tickLine(i, tick));
+    }
+  }
 
-  // The table starts once every pod is up (or when the first tick is near, whichever comes first).
-  while (ready.size < pods.length && Date.now() < first - 300) await sleep(20);
-  if (!memory) out();
-  out(dim('  tick  scheduled     ran on  fence  the other pods'));
-  let tookOver = false;
-  for (const [i, tick] of ticks.entries()) {
-    await sleep(Math.max(0, tick + EVERY - 100 - Date.now()));
-    const log = logs.get(tick) as TickLog;
+  #tickLine(i: number, tick: number): string {
+    const log = this.#logs.get(tick) as TickLog;
+    const kill = this.#kill;
     const number = String(i + 1).padStart(6);
     const when = clockTime(tick);
     const others = [...log.skips]
       .sort((a, b) => a.pod.localeCompare(b.pod))
       .map((s) => `${s.pod} ${s.reason}`)
       .join(', ');
-    let line: string;
     if (log.starts.length === 0) {
       const why =
         kill && tick > kill.tick && tick < kill.leaseEnds
           ? yellow(`nobody: ${kill.pod}'s lease is still held`)
           : red('nobody ran it');
-      line = `${number}  ${when}  ${'-'.padEnd(6)}  ${''.padEnd(5)}  ${others}  ${why}`;
-    } else {
-      const who = log.starts.map((s) => s.pod).join('+');
-      const fence = log.starts.map((s) => (s.fence === null ? '-' : `#${s.fence}`)).join('+');
-      let note = '';
-      if (log.starts.length > 1) note = red(`  RAN ${log.starts.length} TIMES`);
-      else if (kill && tick === kill.tick) {
-        note = red(
-          `  ${kill.pod} KILLED ${KILL_AFTER} ms into the run; its lease runs out by ${clockTime(kill.leaseEnds)}`,
-        );
-      } else if (kill && tick > kill.tick && !tookOver) {
-        tookOver = true;
-        note = green(`  takeover: ${who} runs the job once ${kill.pod}'s lease ran out`);
-      }
-      line = `${number}  ${when}  ${cyan(who.padEnd(6))}  ${fence.padEnd(5)}  ${others}${note}`;
+      return `${number}  ${when}  ${'-'.padEnd(6)}  ${''.padEnd(5)}  ${others}  ${why}`;
     }
-    out(line);
+    const who = log.starts.map((s) => s.pod).join('+');
+    const fence = log.starts.map((s) => (s.fence === null ? '-' : `#${s.fence}`)).join('+');
+    let note = '';
+    if (log.starts.length > 1) note = red(`  RAN ${log.starts.length} TIMES`);
+    else if (kill && tick === kill.tick) {
+      note = red(
+        `  ${kill.pod} KILLED ${KILL_AFTER} ms into the run; its lease runs out by ${clockTime(kill.leaseEnds)}`,
+      );
+    } else if (kill && tick > kill.tick && !this.#tookOver) {
+      this.#tookOver = true;
+      note = green(`  takeover: ${who} runs the job once ${kill.pod}'s lease ran out`);
+    }
+    return `${number}  ${when}  ${cyan(who.padEnd(6))}  ${fence.padEnd(5)}  ${others}${note}`;
   }
 
-  await Promise.all(pods.map((p) => p.exited));
-  let history: RunRecord[] = [];
-  try {
-    const state = await bounded(store, jobs.readJob(plan.job, 100), 'read-job', DEFAULTS.commandTimeout);
-    history = runRecords(plan.job, state);
-  } catch (error) {
-    failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
+  /** The store's run history, then the verdict: no tick may have run twice. Returns the exit code. */
+  verdict(history: readonly RunRecord[]): number {
+    const kill = this.#kill;
+    const outcomes = new Map<string, number>();
+    for (const r of history) outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);
+    out();
+    out(
+      `  run history in the store: ${history.length} runs (${[...outcomes].map(([k, n]) => `${n} ${k}`).join(', ')})` +
+        (kill ? `; the abandoned one is ${kill.pod}'s killed run` : ''),
+    );
+    const { twice, once, leaseGap, missed } = this.#tally(history);
+    const n = this.ticks.length;
+    if (twice.length > 0 || this.failures.length > 0) {
+      for (const f of this.failures) out(red(`  ${f}`));
+      out(bold(red(`verdict: FAILED: ${twice.length > 0 ? twice.join(', ') : 'see above'}`)));
+      return 1;
+    }
+    const parts = [`${once} ran exactly once${kill ? ' (one of them cut short by the kill)' : ''}`];
+    if (leaseGap > 0) parts.push(`${leaseGap} skipped while the dead pod's lease ran out`);
+    if (missed > 0) parts.push(yellow(`${missed} ran nowhere`));
+    const summary =
+      once === n ? `${n} ticks, each ran exactly once` : `${n} ticks, none ran twice: ${parts.join(', ')}`;
+    out(bold(green(`verdict: ${summary}`)));
+    return 0;
   }
-  if (redis) {
-    // Leave nothing behind on a real Redis but the fencing counter, which expires by its retention.
-    const handOn = { reservation: DEFAULTS.reservation, announce: false };
-    const leave = Promise.all([admin.forceRelease(plan.job, handOn), jobs.forgetJob(plan.job)]);
-    await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
-  }
-  if (owned) await store.close();
-  await redis?.close();
 
-  const outcomes = new Map<string, number>();
-  for (const r of history) outcomes.set(r.outcome, (outcomes.get(r.outcome) ?? 0) + 1);
-  out();
-  out(
-    `  run history in the store: ${history.length} runs (${[...outcomes].map(([k, n]) => `${n} ${k}`).join(', ')})` +
-      (kill ? `; the abandoned one is ${kill.pod}'s killed run` : ''),
-  );
-
-  const perTickHistory = new Map<number, number>();
-  for (const r of history) {
-    const t = r.tick?.getTime();
-    if (t !== undefined) perTickHistory.set(t, (perTickHistory.get(t) ?? 0) + 1);
+  /** How many times each tick ran, by the pods' reports or the store's history, whichever says more. */
+  #tally(history: readonly RunRecord[]) {
+    const kill = this.#kill;
+    const perTickHistory = new Map<number, number>();
+    for (const r of history) {
+      const t = r.tick?.getTime();
+      if (t !== undefined) perTickHistory.set(t, (perTickHistory.get(t) ?? 0) + 1);
+    }
+    const twice: string[] = [];
+    let once = 0;
+    let leaseGap = 0;
+    let missed = 0;
+    for (const [i, tick] of this.ticks.entries()) {
+      const runs = Math.max((this.#logs.get(tick) as TickLog).starts.length, perTickHistory.get(tick) ?? 0);
+      if (runs > 1) twice.push(`tick ${i + 1} ran ${runs} times`);
+      else if (runs === 1) once++;
+      else if (kill && tick > kill.tick && tick < kill.leaseEnds) leaseGap++;
+      else missed++;
+    }
+    return { twice, once, leaseGap, missed };
   }
-  const twice: string[] = [];
-  let once = 0;
-  let leaseGap = 0;
-  let missed = 0;
-  for (const [i, tick] of ticks.entries()) {
-    const runs = Math.max((logs.get(tick) as TickLog).starts.length, perTickHistory.get(tick) ?? 0);
-    if (runs > 1) twice.push(`tick ${i + 1} ran ${runs} times`);
-    else if (runs === 1) once++;
-    else if (kill && tick > kill.tick && tick < kill.leaseEnds) leaseGap++;
-    else missed++;
-  }
-  const n = ticks.length;
-  if (twice.length > 0 || failures.length > 0) {
-    for (const f of failures) out(red(`  ${f}`));
-    out(bold(red(`verdict: FAILED: ${twice.length > 0 ? twice.join(', ') : 'see above'}`)));
-    return 1;
-  }
-  const parts = [`${once} ran exactly once${kill ? ' (one of them cut short by the kill)' : ''}`];
-  if (leaseGap > 0) parts.push(`${leaseGap} skipped while the dead pod's lease ran out`);
-  if (missed > 0) parts.push(yellow(`${missed} ran nowhere`));
-  const summary = once === n ? `${n} ticks, each ran exactly once` : `${n} ticks, none ran twice: ${parts.join(', ')}`;
-  out(bold(green(`verdict: ${summary}`)));
-  return 0;
 }
