@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
@@ -101,7 +102,32 @@ describe('PostgreSQL store', () => {
       const tables = await db.server.query(`SELECT count(*)::int AS n FROM pg_tables WHERE tablename LIKE $1`, [
         `${fresh}%`,
       ]);
-      expect(tables).toEqual([{ n: 3 }]);
+      expect(tables).toEqual([{ n: 4 }]);
+    });
+
+    it('upgrades a schema 3 in place: a lock held and a waiter queued before go on, the mutex and the semaphore both run after', async () => {
+      // schema-3.sql: the migration of schema 3 (before shared holds) for prefix upgrade_v3.
+      const prefix = 'upgrade_v3';
+      await db.pool.query(readFileSync(new URL('./schema-3.sql', import.meta.url), 'utf8'));
+      const n = schemaNames(prefix);
+      const old = await db.pool.query(`SELECT * FROM ${n.fn.acquire}('held', 'a', 30000, 0, 0, 'old', 60000, 30000)`);
+      expect(old.rows[0]).toMatchObject({ acquired: true });
+      await db.pool.query(`SELECT * FROM ${n.fn.acquire}('held', 'w', 30000, 0, 1, 'old', 60000, 30000)`);
+      const locks = leasehold(db.pool, { prefix });
+      const permits = [await locks.acquire('sem', { limit: 2 }), await locks.acquire('sem', { limit: 2 })];
+      expect(await locks.tryAcquire('sem', { limit: 2 })).toBeNull();
+      expect(await locks.tryAcquire('held')).toBeNull();
+      const s = store({ prefix });
+      expect((await s.queued('held', 5)).first).toEqual(['w']);
+      expect(await s.release('held', 'a', HAND_ON)).toBe('released');
+      const taken = await s.acquire('held', { ...REQUEST, owner: 'w', queue: 'member' });
+      expect(taken).toMatchObject({ acquired: true });
+      expect(await s.release('held', 'w', HAND_ON)).toBe('released');
+      for (const permit of permits) expect(await permit.release()).toBe(true);
+      const version = await db.pool.query(`SELECT obj_description(to_regclass($1), 'pg_class') AS v`, [n.locks]);
+      expect(version.rows[0]?.v).toMatch(/schema 4$/);
+      // Run again on the upgraded schema: nothing to do, nothing dropped.
+      await db.pool.query(migrationSql(prefix));
     });
 
     it('quotes any prefix: quotes, dollars, backslashes, spaces, non-ASCII, longer than an identifier', async () => {
