@@ -15,11 +15,22 @@ process.on('message', async (msg) => {
   try {
     if (msg.cmd === 'acquire') {
       if (msg.wait) tell('waiting');
-      lock = await locks.acquire(msg.name, { ttl: msg.ttl, wait: msg.wait ?? 0 });
+      // `limit` (a semaphore) and `mode` (a read-write lock) pass through when given.
+      const kind = {
+        ...(msg.limit === undefined ? {} : { limit: msg.limit }),
+        ...(msg.mode ? { mode: msg.mode } : {}),
+      };
+      lock = await locks.acquire(msg.name, { ttl: msg.ttl, wait: msg.wait ?? 0, ...kind });
       lock.signal.addEventListener('abort', () =>
         tell('lost', { reason: lock.signal.reason.reason, expiresIn: lock.expiresIn() }),
       );
       tell('acquired', { owner: lock.owner, fencingToken: lock.fencingToken });
+    } else if (msg.cmd === 'extend') {
+      const extended = await lock.extend().then(
+        () => true,
+        (error) => error.reason ?? String(error),
+      );
+      tell('extended', { extended, aborted: lock.signal.aborted });
     } else if (msg.cmd === 'release') {
       tell('released', { released: await lock.release() });
     }
