@@ -72,48 +72,95 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
   const tracer: Tracer = (options.tracerProvider ?? trace.getTracerProvider()).getTracer('leasehold', VERSION);
   const meter: Meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter('leasehold', VERSION);
   const named = options.lockNameInMetrics === true;
-  const lockAttrs = (m: { name: string; instance?: string }): Attributes => ({
+  const lockAttrs: LockAttributes = (m) => ({
     ...(named ? { 'leasehold.lock.name': m.name } : {}),
     ...(m.instance === undefined ? {} : { 'leasehold.instance': m.instance }),
   });
+  const meters = createMeters(meter);
+  const on = new Subscriptions();
 
-  const acquisitions = meter.createCounter(METRICS.acquisitions, {
-    description: 'Acquisitions by outcome (acquired, LOCK_TIMEOUT, STORE_UNAVAILABLE, …)',
+  on.traced<AcquireContext>(CHANNELS.acquire, acquireSpans(tracer, meters, lockAttrs));
+  on.traced<ExtendContext>(CHANNELS.extend, {
+    asyncEnd: (ctx) => {
+      if (ctx.outcome === 'failed') meters.extendFailures.add(1, lockAttrs(ctx));
+    },
   });
-  const acquireWait = meter.createHistogram(METRICS.acquireWait, {
-    description: 'Time from acquire() to its outcome, waiting included',
-    unit: 'ms',
+  on.traced<ReleaseContext>(CHANNELS.release, {
+    asyncEnd: (ctx) => meters.holdDuration.record(ctx.heldFor, { ...lockAttrs(ctx), 'leasehold.ended': 'released' }),
   });
-  const holdDuration = meter.createHistogram(METRICS.holdDuration, {
-    description: 'Time a lease was held, grant to release or loss',
-    unit: 'ms',
+  on.listen<LostMessage>(CHANNELS.lost, (m) => {
+    const attrs = { ...lockAttrs(m), 'leasehold.reason': m.reason };
+    meters.lost.add(1, attrs);
+    meters.holdDuration.record(m.heldFor, { ...lockAttrs(m), 'leasehold.ended': 'lost' });
   });
-  const lost = meter.createCounter(METRICS.lost, { description: 'Leases lost while held, by reason' });
-  const extendFailures = meter.createCounter(METRICS.extendFailures, {
-    description: 'Extensions the backend did not confirm (the watchdog retries until the validity ends)',
-  });
-  const backendErrors = meter.createCounter(METRICS.backendErrors, {
-    description: 'Background backend failures, by operation',
-  });
-  const handoffs = meter.createCounter(METRICS.handoffs, { description: 'Hand-offs heard by this process' });
-  const jobRuns = meter.createCounter(METRICS.jobRuns, { description: 'Job ticks run here, by outcome' });
-  const jobSkips = meter.createCounter(METRICS.jobSkips, { description: 'Job ticks skipped here, by reason' });
+  on.listen<BackendErrorMessage>(CHANNELS.backendError, (m) =>
+    meters.backendErrors.add(1, { 'leasehold.instance': m.instance, 'leasehold.operation': m.operation }),
+  );
+  on.listen<HandOffMessage>(CHANNELS.handoff, (m) =>
+    meters.handoffs.add(1, named ? { 'leasehold.lock.name': m.name } : {}),
+  );
+  on.listen<JobMessage>(CHANNELS.job, jobRecorder(tracer, meters));
 
-  const spans = new WeakMap<object, Span>();
-  const undo: (() => void)[] = [];
+  return { uninstall: () => on.uninstall() };
+}
 
-  function traced<C extends object>(channel: string, handlers: Handlers<C>): void {
+/** A lock's attributes on a metric point: its instance, and its name if asked for. */
+type LockAttributes = (m: { name: string; instance?: string }) => Attributes;
+
+type Meters = ReturnType<typeof createMeters>;
+
+/** The instruments of METRICS, created in one place. */
+function createMeters(meter: Meter) {
+  return {
+    acquisitions: meter.createCounter(METRICS.acquisitions, {
+      description: 'Acquisitions by outcome (acquired, LOCK_TIMEOUT, STORE_UNAVAILABLE, …)',
+    }),
+    acquireWait: meter.createHistogram(METRICS.acquireWait, {
+      description: 'Time from acquire() to its outcome, waiting included',
+      unit: 'ms',
+    }),
+    holdDuration: meter.createHistogram(METRICS.holdDuration, {
+      description: 'Time a lease was held, grant to release or loss',
+      unit: 'ms',
+    }),
+    lost: meter.createCounter(METRICS.lost, { description: 'Leases lost while held, by reason' }),
+    extendFailures: meter.createCounter(METRICS.extendFailures, {
+      description: 'Extensions the backend did not confirm (the watchdog retries until the validity ends)',
+    }),
+    backendErrors: meter.createCounter(METRICS.backendErrors, {
+      description: 'Background backend failures, by operation',
+    }),
+    handoffs: meter.createCounter(METRICS.handoffs, { description: 'Hand-offs heard by this process' }),
+    jobRuns: meter.createCounter(METRICS.jobRuns, { description: 'Job ticks run here, by outcome' }),
+    jobSkips: meter.createCounter(METRICS.jobSkips, { description: 'Job ticks skipped here, by reason' }),
+  };
+}
+
+/** The channels subscribed to, each with the way to unsubscribe it. */
+class Subscriptions {
+  readonly #undo: (() => void)[] = [];
+
+  traced<C extends object>(channel: string, handlers: Handlers<C>): void {
     const tc = tracingChannel<C, C>(channel);
     tc.subscribe(handlers as never);
-    undo.push(() => tc.unsubscribe(handlers as never));
-  }
-  function listen<M>(channel: string, onMessage: (message: M) => void): void {
-    const handler = (message: unknown) => onMessage(message as M);
-    subscribe(channel, handler);
-    undo.push(() => unsubscribe(channel, handler));
+    this.#undo.push(() => tc.unsubscribe(handlers as never));
   }
 
-  traced<AcquireContext>(CHANNELS.acquire, {
+  listen<M>(channel: string, onMessage: (message: M) => void): void {
+    const handler = (message: unknown) => onMessage(message as M);
+    subscribe(channel, handler);
+    this.#undo.push(() => unsubscribe(channel, handler));
+  }
+
+  uninstall(): void {
+    for (const u of this.#undo.splice(0)) u();
+  }
+}
+
+/** A span from acquire() to its outcome, and the acquisition and its wait counted. */
+function acquireSpans(tracer: Tracer, meters: Meters, lockAttrs: LockAttributes): Handlers<AcquireContext> {
+  const spans = new WeakMap<object, Span>();
+  return {
     start: (ctx) => {
       spans.set(
         ctx,
@@ -136,8 +183,8 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
     asyncEnd: (ctx) => {
       const outcome = ctx.outcome ?? 'error';
       const attrs = { ...lockAttrs(ctx), 'leasehold.outcome': outcome };
-      acquisitions.add(1, attrs);
-      if (ctx.waited !== undefined) acquireWait.record(ctx.waited, attrs);
+      meters.acquisitions.add(1, attrs);
+      if (ctx.waited !== undefined) meters.acquireWait.record(ctx.waited, attrs);
       const span = spans.get(ctx);
       if (!span) return;
       span.setAttribute('leasehold.outcome', outcome);
@@ -146,31 +193,18 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
       span.end();
       spans.delete(ctx);
     },
-  });
-  traced<ExtendContext>(CHANNELS.extend, {
-    asyncEnd: (ctx) => {
-      if (ctx.outcome === 'failed') extendFailures.add(1, lockAttrs(ctx));
-    },
-  });
-  traced<ReleaseContext>(CHANNELS.release, {
-    asyncEnd: (ctx) => holdDuration.record(ctx.heldFor, { ...lockAttrs(ctx), 'leasehold.ended': 'released' }),
-  });
-  listen<LostMessage>(CHANNELS.lost, (m) => {
-    const attrs = { ...lockAttrs(m), 'leasehold.reason': m.reason };
-    lost.add(1, attrs);
-    holdDuration.record(m.heldFor, { ...lockAttrs(m), 'leasehold.ended': 'lost' });
-  });
-  listen<BackendErrorMessage>(CHANNELS.backendError, (m) =>
-    backendErrors.add(1, { 'leasehold.instance': m.instance, 'leasehold.operation': m.operation }),
-  );
-  listen<HandOffMessage>(CHANNELS.handoff, (m) => handoffs.add(1, named ? { 'leasehold.lock.name': m.name } : {}));
-  listen<JobMessage>(CHANNELS.job, (m) => {
+  };
+}
+
+/** A job tick run or skipped here counted; a run that finished (not lost) as a span of its duration. */
+function jobRecorder(tracer: Tracer, meters: Meters): (m: JobMessage) => void {
+  return (m) => {
     const attrs: Attributes = { 'leasehold.job.name': m.name, 'leasehold.instance': m.instance };
     if (m.outcome === 'skipped') {
-      jobSkips.add(1, { ...attrs, 'leasehold.reason': m.reason ?? 'unknown' });
+      meters.jobSkips.add(1, { ...attrs, 'leasehold.reason': m.reason ?? 'unknown' });
       return;
     }
-    jobRuns.add(1, { ...attrs, 'leasehold.outcome': m.outcome });
+    meters.jobRuns.add(1, { ...attrs, 'leasehold.outcome': m.outcome });
     if (m.outcome === 'lost') return;
     const end = Date.now();
     const span = tracer.startSpan('leasehold.job', {
@@ -184,11 +218,5 @@ export function instrument(options: InstrumentOptions = {}): Instrumentation {
     });
     if (m.outcome === 'failed') span.setStatus({ code: SpanStatusCode.ERROR });
     span.end(end);
-  });
-
-  return {
-    uninstall: () => {
-      for (const u of undo.splice(0)) u();
-    },
   };
 }
