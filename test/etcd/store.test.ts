@@ -148,4 +148,35 @@ describe('etcd store', () => {
       await lock.release();
     }
   });
+
+  it('shared holds: inspectShared lists permits and readers, queued the waiters, scanLocks the name; inspect shows no owner', async () => {
+    const prefix = randomPrefix();
+    const [a, b, c] = [0, 1, 2].map(() => etcd.leasehold(prefix, 5_000, { instance: 'pod-s' }));
+    const admin = store(prefix);
+    const permits = [await (a as Leasehold).acquire('pool', { limit: 2, ttl: 4_000 })];
+    permits.push(await (b as Leasehold).acquire('pool', { limit: 2, ttl: 4_000 }));
+    const waiting = (c as Leasehold).acquire('pool', { limit: 2, wait: 10_000 });
+    await waitFor(async () => (await admin.queued('pool', 10)).count === 1);
+    const pool = await admin.inspectShared('pool');
+    expect(pool).toMatchObject({ mode: 'semaphore', limit: 2, reserved: [] });
+    expect(pool.holds.map((h) => h.token).sort()).toEqual(permits.map((l) => l.fencingToken).sort());
+    for (const hold of pool.holds) expect(hold).toMatchObject({ instance: 'pod-s' });
+    for (const hold of pool.holds) expect(hold.pttl).toBeGreaterThan(0);
+    expect(await admin.inspect('pool')).toMatchObject({ owner: null, pttl: -2, holder: null });
+    const reader = await (a as Leasehold).acquire('doc', { mode: 'shared' });
+    expect(await admin.inspectShared('doc')).toMatchObject({
+      mode: 'shared',
+      limit: null,
+      holds: [{ owner: reader.owner }],
+    });
+    const names: string[] = [];
+    for await (const name of admin.scanLocks('*', 10)) names.push(name);
+    expect(names.sort()).toEqual(['doc', 'pool']);
+    await reader.release();
+    expect(await admin.inspectShared('doc')).toMatchObject({ mode: 'free', holds: [] });
+    await permits[0]?.release();
+    const next = await waiting;
+    expect((await admin.inspectShared('pool')).holds).toHaveLength(2);
+    for (const lock of [permits[1], next]) expect(await lock?.release()).toBe(true);
+  });
 });
