@@ -117,11 +117,7 @@ function portsOn(client: Client, prefix: string, onError: (error: unknown) => vo
 export async function openOperator(url: string, prefix: string): Promise<Operator> {
   const ioredis = await loadOptional<IORedisModule>('ioredis');
   if (!ioredis) throw new Error('the operator commands need the ioredis package: npm install ioredis');
-  let lastError: unknown;
-  const remember = (error: unknown) => {
-    lastError = error;
-  };
-  const ms = DEFAULTS.commandTimeout;
+  const errors = new LastError();
   const standalone = new ioredis.default(url, {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT,
@@ -130,93 +126,144 @@ export async function openOperator(url: string, prefix: string): Promise<Operato
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
   });
-  standalone.on('error', remember);
-  await connect(standalone, url, () => lastError);
-  let client: Client = standalone;
-  let ports = portsOn(standalone, prefix, remember);
+  standalone.on('error', errors.remember);
+  await connect(standalone, url, () => errors.last);
+  const ports = portsOn(standalone, prefix, errors.remember);
   // A cluster node answers only for its own slots (MOVED for the others): talk to the whole
   // cluster instead, so a lock is read where its slot lives and a listing covers every master.
-  let cluster: Cluster | undefined;
-  const found = await bounded(ports.store, isClusterNode(standalone), 'INFO cluster', ms).catch(
+  const found = await bounded(ports.store, isClusterNode(standalone), 'INFO cluster', DEFAULTS.commandTimeout).catch(
     async (error: unknown) => {
       await ports.store.close();
       standalone.disconnect();
       throw error;
     },
   );
-  if (found) {
-    await ports.store.close();
-    standalone.disconnect();
-    lastError = undefined;
-    cluster = clusterClient(ioredis, url);
-    cluster.on('error', remember);
-    await connect(cluster, url, () => lastError);
-    client = cluster;
-    ports = portsOn(cluster, prefix, remember);
+  if (!found) return new RedisOperator({ url, prefix, client: standalone, cluster: undefined, ports, errors });
+  await ports.store.close();
+  standalone.disconnect();
+  errors.last = undefined;
+  const cluster = clusterClient(ioredis, url);
+  cluster.on('error', errors.remember);
+  await connect(cluster, url, () => errors.last);
+  const clusterPorts = portsOn(cluster, prefix, errors.remember);
+  return new RedisOperator({ url, prefix, client: cluster, cluster, ports: clusterPorts, errors });
+}
+
+/** The client's last connection error: what a failed connect or a lost connection reports. */
+class LastError {
+  last: unknown;
+  readonly remember = (error: unknown): void => {
+    this.last = error;
+  };
+}
+
+/** Every name one store's scan yields, each page bounded. */
+async function* scanPages(one: Ports, match: string, count: number): AsyncGenerator<string> {
+  const pages = one.admin.scanLocks(match, count)[Symbol.asyncIterator]();
+  for (;;) {
+    const next = await bounded(one.store, pages.next(), 'scan-locks', DEFAULTS.commandTimeout);
+    if (next.done) return;
+    yield next.value;
   }
-  const { store, admin, jobs } = ports;
-  let closing = false;
-  let scanned = 0;
-  /** Every name one store's scan yields, each page bounded. */
-  async function* scanOne(one: Ports, match: string, count: number): AsyncGenerator<string> {
-    const pages = one.admin.scanLocks(match, count)[Symbol.asyncIterator]();
-    for (;;) {
-      const next = await bounded(one.store, pages.next(), 'scan-locks', ms);
-      if (next.done) return;
-      yield next.value;
+}
+
+interface Connected {
+  readonly url: string;
+  readonly prefix: string;
+  readonly client: Client;
+  /** The client, when it is a Cluster one. */
+  readonly cluster: Cluster | undefined;
+  readonly ports: Ports;
+  readonly errors: LastError;
+}
+
+/** The operator on one connected client: one server, or a whole cluster. */
+class RedisOperator implements Operator {
+  readonly url: string;
+  readonly prefix: string;
+  readonly topology: 'standalone' | 'cluster';
+  readonly lease: LeaseStore;
+  readonly admin: AdminStore;
+  readonly jobs: JobStore;
+  readonly #store: Store;
+  readonly #client: Client;
+  readonly #cluster: Cluster | undefined;
+  readonly #ports: Ports;
+  readonly #errors: LastError;
+  #closing = false;
+  #scanned = 0;
+
+  constructor({ url, prefix, client, cluster, ports, errors }: Connected) {
+    this.url = url;
+    this.prefix = prefix;
+    this.topology = cluster ? 'cluster' : 'standalone';
+    this.#store = ports.store;
+    this.lease = ports.store;
+    this.admin = ports.admin;
+    this.jobs = ports.jobs;
+    this.#client = client;
+    this.#cluster = cluster;
+    this.#ports = ports;
+    this.#errors = errors;
+  }
+
+  get scanned(): number {
+    return this.#scanned;
+  }
+
+  async *scanLocks(match: string, count: number): AsyncGenerator<string> {
+    if (!this.#cluster) {
+      this.#scanned = 1;
+      yield* scanPages(this.#ports, match, count);
+      return;
+    }
+    yield* this.#scanMasters(this.#cluster, match, count);
+  }
+
+  /** A keyless scan runs on one node only: scan each master through a store of its own. */
+  async *#scanMasters(cluster: Cluster, match: string, count: number): AsyncGenerator<string> {
+    const masters = cluster.nodes('master');
+    if (masters.length === 0) throw new StoreUnavailableError(`the cluster at ${this.url} reported no masters`);
+    const seen = new Set<string>();
+    this.#scanned = 0;
+    for (const node of masters) {
+      const one = portsOn(node, this.prefix, this.#errors.remember);
+      try {
+        for await (const name of scanPages(one, match, count)) {
+          if (seen.has(name)) continue;
+          seen.add(name);
+          yield name;
+        }
+        this.#scanned += 1;
+      } finally {
+        await one.store.close();
+      }
     }
   }
-  return {
-    url,
-    prefix,
-    topology: cluster ? 'cluster' : 'standalone',
-    lease: store,
-    admin,
-    jobs,
-    get scanned() {
-      return scanned;
-    },
-    async *scanLocks(match, count) {
-      if (!cluster) {
-        scanned = 1;
-        yield* scanOne(ports, match, count);
-        return;
-      }
-      // A keyless scan runs on one node only: scan each master through a store of its own.
-      const masters = cluster.nodes('master');
-      if (masters.length === 0) throw new StoreUnavailableError(`the cluster at ${url} reported no masters`);
-      const seen = new Set<string>();
-      scanned = 0;
-      for (const node of masters) {
-        const one = portsOn(node, prefix, remember);
-        try {
-          for await (const name of scanOne(one, match, count)) {
-            if (seen.has(name)) continue;
-            seen.add(name);
-            yield name;
-          }
-          scanned += 1;
-        } finally {
-          await one.store.close();
-        }
-      }
-    },
-    keyOf: (name) => store.locate?.(name) ?? name,
-    bounded: (promise, action) => bounded(store, promise, action, ms),
-    onLost: (listener) => {
-      const onEnd = () => {
-        if (closing) return;
-        const why = lastError === undefined ? 'the server closed it' : detail(lastError);
-        listener(new StoreUnavailableError(`lost the connection to Redis at ${url}: ${why}`, { cause: lastError }));
-      };
-      client.once('end', onEnd);
-      return () => client.off('end', onEnd);
-    },
-    close: async () => {
-      closing = true;
-      await store.close();
-      // Nothing is left to send: dropping the socket cannot hang on a server that stopped answering.
-      client.disconnect();
-    },
-  };
+
+  keyOf(name: string): string {
+    return this.#store.locate?.(name) ?? name;
+  }
+
+  bounded<T>(promise: Promise<T>, action: string): Promise<T> {
+    return bounded(this.#store, promise, action, DEFAULTS.commandTimeout);
+  }
+
+  onLost(listener: (error: Error) => void): () => void {
+    const onEnd = () => {
+      if (this.#closing) return;
+      const lastError = this.#errors.last;
+      const why = lastError === undefined ? 'the server closed it' : detail(lastError);
+      listener(new StoreUnavailableError(`lost the connection to Redis at ${this.url}: ${why}`, { cause: lastError }));
+    };
+    this.#client.once('end', onEnd);
+    return () => this.#client.off('end', onEnd);
+  }
+
+  async close(): Promise<void> {
+    this.#closing = true;
+    await this.#store.close();
+    // Nothing is left to send: dropping the socket cannot hang on a server that stopped answering.
+    this.#client.disconnect();
+  }
 }
