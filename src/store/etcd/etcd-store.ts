@@ -57,7 +57,8 @@ export interface EtcdStoreOptions {
  * Waiting is etcd's own: a refused caller that will wait puts its key at the end of the line and
  * watches only the key just before it (see Tracker). A release deletes the holder's key; the next
  * key is then first, so the lock is handed on in arrival order without a reservation to lapse,
- * and only that waiter's store hears of it.
+ * and only that waiter's store hears of it. Shared holds (semaphores, a read-write lock's shared
+ * mode) are keys in the same line, with their kind in the value: shared.ts, line.ts.
  */
 export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Port.SharedStore {
   readonly [STORE] = true;

@@ -3,7 +3,8 @@
  * Leasehold's prefix (`<prefix>/`), lock `name` has:
  *
  * - `q/<name>/<owner>`: one key per contender, holder and waiters alike, on a session lease. Its
- *   create revision is its place in line and, once it is first, the fencing token.
+ *   create revision is its place in line and, once it holds, the fencing token; its value says
+ *   its kind (exclusive, a semaphore's, shared).
  * - `r/<name>`: who released the last grant, and its token (re-sent releases, `inspect`).
  * - `t/<name>/<tick>`: the latest tick claimed, zero-padded so that keys sort as ticks do.
  * - `h/<name>/<owner>`, `e/<name>/<owner>`: a run of the job (its claim, and how it ended).
