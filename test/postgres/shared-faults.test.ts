@@ -2,7 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { AcquireOptions, Leasehold, LeaseholdOptions, Lock } from '../../src/index.js';
+import { type AcquireOptions, DEFAULTS, type Leasehold, type LeaseholdOptions, type Lock } from '../../src/index.js';
 import type { SharedState } from '../../src/store/index.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { channelOf } from '../../src/store/postgres/queries.js';
@@ -125,6 +125,29 @@ describe.each(KINDS)('PostgreSQL faults: $label', (kind) => {
     }
     expect(await lock.release()).toBe(true);
   });
+
+  it.runIf(kind.limit === null)(
+    'a writer killed with kill -9 while queued behind a reader: later readers are kept out for a reservation or two, not for its liveness',
+    async () => {
+      const prefix = randomPrefix();
+      const reader = await leasehold(prefix).acquire('dw', { mode: 'shared', ttl: 30_000 });
+      const doomed = await start(prefix);
+      doomed.send({ cmd: 'wait', name: 'dw', ttl: 30_000, wait: 60_000 });
+      expect((await doomed.next()).event).toBe('waiting');
+      const store = new PostgresStore(db.pool, { prefix });
+      await waitFor(async () => (await store.queued('dw', 1)).count === 1, { timeout: 10 * TTL });
+      await doomed.kill9();
+      const died = performance.now();
+      const late = await leasehold(prefix).acquire('dw', {
+        mode: 'shared',
+        ttl: 30_000,
+        wait: 2 * DEFAULTS.waiterLease,
+      });
+      // Asked whether it is alive, the dead writer has one reservation to answer (docs/waiting.md).
+      expect(performance.now() - died).toBeLessThan(DEFAULTS.waiterLease / 2);
+      for (const lock of [late, reader]) expect(await lock.release()).toBe(true);
+    },
+  );
 
   it('the database backends of a holder and a waiter terminated: the hold is a row and stays its holder’s (extended over a new connection), the waiter listens again and is handed the lock by the release', async () => {
     const prefix = randomPrefix();
