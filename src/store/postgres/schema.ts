@@ -4,20 +4,20 @@ import { sharedFunctions } from './shared-sql.js';
 import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
 
 /**
- * The schema of one prefix, as plain SQL: three tables, a sequence and one PL/pgSQL function per
+ * The schema of one prefix, as plain SQL: four tables, a sequence and one PL/pgSQL function per
  * state change, every name under the prefix. Each store call is one statement (a function call or
  * a read-only SELECT), so it is one transaction on the server, and each function takes its lock's
  * row with SELECT … FOR UPDATE before it reads anything it will write: no read-then-write race.
- *
+ * Times are the server's: every function reads clock_timestamp() once and uses it throughout.
  *   <prefix>_locks    one row per lock name: the lease or the reservation for a woken waiter,
  *                     the latest grant (fencing token, time, instance, who released it), the job's
  *                     latest tick; dropped once nothing in it is live any more (`retain_until`)
  *   <prefix>_waiters  the waiters' queue: one row per waiter, in arrival order, each with its
  *                     own liveness deadline
  *   <prefix>_runs     the scheduler's run history, by job name and fencing token
+ *   <prefix>_holds    shared holds (a semaphore's permits, a read-write lock's readers), one row
+ *                     each, while the lock's row says '^<limit>' (shared-sql.ts)
  *   <prefix>_fence    the sequence every fencing token comes from
- *
- * Times are the server's: every function reads clock_timestamp() once and uses it throughout.
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
