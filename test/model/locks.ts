@@ -193,8 +193,8 @@ function acquire(model: LockModel, world: World, a: AcquireArgs): void {
 
 /**
  * Writers are not starved: a shared hold is never granted to a request that came after an
- * exclusive waiter had queued (its attempt refused and queued), while that waiter still waits,
- * undisturbed. By the store's log, so on the virtual clock only.
+ * exclusive waiter had queued (its attempt refused and queued), while that waiter still waits
+ * (it has not left the queue), undisturbed. By the store's log, so on the virtual clock only.
  */
 function writerFirst(model: LockModel, world: World, op: number, label: string): void {
   if (!world.exactLog) return;
@@ -204,6 +204,8 @@ function writerFirst(model: LockModel, world: World, op: number, label: string):
   model.waiters = model.waiters.filter((w) => !w.tracked.settled);
   for (const w of model.waiters) {
     if (w.kind !== 'exclusive' || w.tracked.disturbed || !w.tracked.slot.live) continue;
+    // Gave up: it left the queue (its leave may wake the shared waiters behind it at once).
+    if (entries.some((e) => e.operation === w.op && e.op === 'leave')) continue;
     const queued = entries.find(
       (e) => e.operation === w.op && e.queues && e.done && (e.reply as { acquired?: boolean }).acquired === false,
     );

@@ -10,8 +10,8 @@ import {
   params,
   REAL,
   redis,
+  runCommands,
   type Size,
-  showsDefect,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -35,14 +35,10 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  *
  * Negative control: a store whose release is a plain DEL (forceRelease, whoever holds the lock).
  *
- * KNOWN DEFECT (src/core/waiting.ts, src/core/acquire-loop.ts): a waiter's fallback timer is the
- * lease it was refused by (at most maxPark), never shortened when the lock is handed on. When the
- * waiter it is handed to holds it with a shorter lease that runs out without a release (no
- * watchdog, a pause, a kill), the waiters not named by that hand-off sleep on, and one whose wait
- * ends first times out with no last attempt, although the lock has been free. Every model counts
- * such an idle waiter (World.staleFallback) rather than failing on it; the `it.fails` test below
- * runs the shrunk sequence without that excuse, and passes once a waiter's fallback follows the
- * lock's current holder (or the wait ends with a last attempt).
+ * Found by the model, and fixed: a waiter slept on its last refusal's fallback (the lease it was
+ * refused by) after the lock came free without a release, when the waiters ahead of it gave up;
+ * now a leave by the first waiter wakes the new first to ask again. The test below keeps the
+ * shrunk sequence.
  */
 
 const NAME = 'mutex';
@@ -68,10 +64,10 @@ describe('the mutex checked against a model', () => {
     if (process.env.MODEL_STATS) console.info(takeStats());
   });
 
-  it.fails('KNOWN DEFECT: a waiter sleeps on after the holder the lock was handed to ran out', async () => {
+  it('a waiter is woken when the waiters ahead give up while the holder runs out (found by the model)', async () => {
     // The shrunk sequence: #0 holds for 2 s; five waiters queue (the last waits 1 s); #0 releases,
     // the first waiter takes the lock for 300 ms (no watchdog) and lets it run out; the three
-    // named next give up at 150 ms; the last one sleeps until its wait ends at 1 s.
+    // named next give up at 150 ms; the last one slept until its wait ended at 1 s.
     const take = (slot: number, ttl: Size, wait: 0 | Size) =>
       acquireCommand({ slot, kind: 'exclusive', via: 'acquire', ttl, autoExtend: false, wait, abortable: false });
     const cmds = [
@@ -81,7 +77,7 @@ describe('the mutex checked against a model', () => {
       releaseCommand(0, 0),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await showsDefect(spec(), cmds, /exclusive acquire 6 of #\d+ still waits though mutex has been surely free/);
+    await runCommands(spec(), cmds);
   });
 
   it('negative control: a plain-DEL release is caught', async () => {

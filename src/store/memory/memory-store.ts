@@ -120,8 +120,10 @@ export class MemoryStore implements Store, SharedStore {
 
   async leave(name: string, owner: string, handOn: HandOn): Promise<void> {
     step(this, name, (lock) => {
+      const head = lock.heads(owner);
       lock.unqueue(owner);
       if (lock.reservation?.owner === owner) lock.handOn(handOn);
+      else if (head) lock.nudge();
     });
   }
 

@@ -263,6 +263,32 @@ export class LockRecord {
     return [first.owner, ...after.slice(0, 2).map(([owner]) => owner)];
   }
 
+  /** Whether `owner` is the first live waiter (dropping dead ones at the head). */
+  heads(owner: string): boolean {
+    return this.#firstLive(false)?.owner === owner;
+  }
+
+  /**
+   * Wake the first live waiter to ask again, with the shared waiters of its kind among the
+   * `limit - 1` behind it: what keeps them out changed without a hand-off (a waiter ahead left).
+   * Nothing is reserved (lua/lib/hand-on.lua's nudge).
+   */
+  nudge(): void {
+    const head = this.#firstLive(false);
+    if (head === null) return;
+    const woken = [head.owner];
+    if (head.kind !== '') {
+      const limit = Number(head.kind.slice(1));
+      const at = now();
+      for (const [owner, w] of [...this.#waiters].slice(1, limit === 0 ? MAX_ADMITTED : limit)) {
+        if (w.deadline < at) continue;
+        if (w.kind !== head.kind) break;
+        woken.push(owner);
+      }
+    }
+    this.tell(woken, []);
+  }
+
   /** Tell each of `woken` it was woken, one hand-off each; the last names `next` after it. */
   tell(woken: readonly string[], next: readonly string[]): void {
     woken.forEach((owner, i) => {

@@ -165,6 +165,7 @@ export function releaseShared(lock: LockRecord, owner: string, handOn: HandOn): 
 
 /** lua/leave-shared.lua. */
 export function leaveShared(lock: LockRecord, owner: string, handOn: HandOn): void {
+  const head = lock.heads(owner);
   lock.unqueue(owner);
   const held = lock.lease;
   const reserved = lock.reservation;
@@ -178,7 +179,7 @@ export function leaveShared(lock: LockRecord, owner: string, handOn: HandOn): vo
   if (isShared(held) && mine && mine.expiresAt > now() && mine.grant === null) {
     lock.holds.delete(owner);
     freeUp(lock, held, handOn);
-  }
+  } else if (head) lock.nudge();
 }
 
 /** lua/inspect-shared.lua, decoded as the Redis store decodes it. */

@@ -1,6 +1,7 @@
 -- leave-shared: a shared waiter gives up: leave the queue, and pass on what a hand-off reserved
 -- for it: its place in a lock reserved for several shared waiters (the last one out hands the lock
--- on), or a permit (handed on as a release hands it on).
+-- on), or a permit (handed on as a release hands it on); if it was the first waiter, wake the new
+-- first to ask again (lib/hand-on.lua's nudge).
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- include: lib/shared.lua
@@ -17,6 +18,8 @@
 -- returns  1   a reservation was this waiter's and is passed on
 --          0   it only left the queue
 local owner = ARGV[1]
+local now_ms = math.floor(server_now() / 1000)
+local first = first_live(KEYS[2], KEYS[3], now_ms, false) == owner
 redis.call('ZREM', KEYS[2], owner)
 redis.call('HDEL', KEYS[3], owner)
 local value = redis.call('GET', KEYS[1])
@@ -36,11 +39,13 @@ if holder == nil and reserved_for(reserved, owner) then
   end
   return 1
 end
-local now_ms = math.floor(server_now() / 1000)
 local score = tonumber(redis.call('ZSCORE', KEYS[4], owner) or '0')
 if is_shared(holder) and score > now_ms and redis.call('HEXISTS', KEYS[5], owner) == 0 then
   redis.call('ZREM', KEYS[4], owner)
   free_up(KEYS[1], holder, flagged, KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   return 1
+end
+if first then
+  nudge(KEYS[2], KEYS[3], now_ms, ARGV[2], ARGV[3])
 end
 return 0

@@ -1,4 +1,5 @@
--- leave: a waiter gives up; if the lock was reserved for it (or granted to it directly), hand it on.
+-- leave: a waiter gives up; if the lock was reserved for it (or granted to it directly), hand it on;
+-- if it was the first waiter, wake the new first to ask again (lib/hand-on.lua's nudge).
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key
@@ -13,6 +14,8 @@
 -- returns  1   the reservation (or a direct grant) was this waiter's and passed on (to the next
 --              waiter, or to nobody)
 --          0   it only left the queue
+local now_ms = math.floor(server_now() / 1000)
+local first = first_live(KEYS[2], KEYS[3], now_ms, false) == ARGV[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 local value = redis.call('GET', KEYS[1])
@@ -23,6 +26,9 @@ if holder == ARGV[1] then
   return 1
 end
 if reserved ~= ARGV[1] then
+  if first then
+    nudge(KEYS[2], KEYS[3], now_ms, ARGV[2], ARGV[3])
+  end
   return 0
 end
 hand_on(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])

@@ -120,6 +120,31 @@ end
 -- Shared waiters one hand-off admits together at most, when their kind has no limit.
 local MAX_ADMITTED = 64
 
+-- Wake the first live waiter to ask again ('?<w>', as lib/shared.lua's challenge), with the shared
+-- waiters of its kind among the `limit - 1` (64 with no limit) waiters right behind it: what keeps
+-- them out changed without a hand-off (a waiter ahead left). Nothing is reserved: a live one tries
+-- again and learns what keeps it out now, so it does not sleep on an older refusal's fallback.
+local function nudge(waiters, alive, now_ms, publish, channel)
+  local head, kind = first_live(waiters, alive, now_ms, false)
+  if head == '' or publish == '' then
+    return
+  end
+  redis.call(publish, channel, '?' .. head)
+  if kind == '' then
+    return
+  end
+  local limit = tonumber(string.sub(kind, 2))
+  for _, w in ipairs(redis.call('ZRANGE', waiters, 1, (limit == 0 and MAX_ADMITTED or limit) - 1)) do
+    local deadline, of = waiter_of(redis.call('HGET', alive, w))
+    if deadline >= now_ms then
+      if of ~= kind then
+        return
+      end
+      redis.call(publish, channel, '?' .. w)
+    end
+  end
+end
+
 -- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
 -- publish '<woken> <next> [<then> <then>]' on the release channel: the waiter woken, and up to three
 -- live waiters after it, the i-th of which retries i reservations later (summon holds it to that);
@@ -132,8 +157,8 @@ local MAX_ADMITTED = 64
 -- counter. An exclusive waiter at the head that queued from that same room (the releasing
 -- instance's own, alive as it runs this release) is granted the lock outright instead, with its
 -- own ttl and the next fencing token (recorded with its own instance and retention), and the
--- message names it alone (nobody behind it needs to retry: it holds the lock); the caller tells
--- it from the reply, without another round trip.
+-- message names it alone (it holds the lock: nobody behind is summoned); the caller tells
+-- it from the reply, without another round trip; the first waiter behind it is woken to ask again.
 -- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
 --          and the fencing token of a grant outright (or nil)
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
@@ -163,7 +188,13 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
   if from and room and from == room then
     redis.call('SET', lock, woken[1] .. (next == '' and '' or '*'), 'PX', ttl)
     local token = issue(fence, now_us, stamp, 0, instance, retention)
-    return woken[1], tell(publish, channel, woken, ''), token
+    local told = tell(publish, channel, woken, '')
+    if next ~= '' and publish ~= '' then
+      -- The first waiter behind was refused by the lease just released: it asks again, so it
+      -- learns this grant's end and does not sleep on the old one if this lease runs out.
+      redis.call(publish, channel, '?' .. string.match(next, '^%S+'))
+    end
+    return woken[1], told, token
   end
   redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
   if publish ~= '' then
