@@ -8,7 +8,7 @@ import { Leasehold } from '../leasehold.js';
 import { type RunRecord, runRecords } from '../schedule/history.js';
 import { bounded } from '../store/bounded.js';
 import { MemoryStore } from '../store/memory/memory-store.js';
-import { type JobStore, type LeaseStore, portsOf } from '../store/port.js';
+import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
 import { resolveStore } from '../store/registry.js';
 import { LatentStore } from './latent-store.js';
 import { type DemoPlan, type PodEvent, runPod } from './pod.js';
@@ -140,22 +140,28 @@ export async function demo(options: DemoOptions): Promise<number> {
   await run.printTimeline();
   await Promise.all(run.pods.map((p) => p.exited));
 
-  let history: RunRecord[] = [];
-  try {
-    const state = await bounded(store, jobs.readJob(run.plan.job, 100), 'read-job', DEFAULTS.commandTimeout);
-    history = runRecords(run.plan.job, state);
-  } catch (error) {
+  const history = await readHistory(store, jobs, run.plan.job).catch((error: unknown) => {
     run.failures.push(`could not read the run history: ${error instanceof Error ? error.message : String(error)}`);
-  }
-  if (redis) {
-    // Leave nothing behind on a real Redis but the fencing counter, which expires by its retention.
-    const handOn = { reservation: DEFAULTS.reservation, announce: false };
-    const leave = Promise.all([admin.forceRelease(run.plan.job, handOn), jobs.forgetJob(run.plan.job)]);
-    await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
-  }
+    return [];
+  });
+  // Leave nothing behind on a real Redis but the fencing counter, which expires by its retention.
+  if (redis) await forgetJob(store, { admin, jobs }, run.plan.job);
   if (owned) await store.close();
   await redis?.close();
   return run.verdict(history);
+}
+
+/** The job's runs, as the store recorded them. */
+async function readHistory(store: Store, jobs: JobStore, job: string): Promise<RunRecord[]> {
+  const state = await bounded(store, jobs.readJob(job, 100), 'read-job', DEFAULTS.commandTimeout);
+  return runRecords(job, state);
+}
+
+/** Release the job's lock and forget its state; a failure is ignored (the keys expire). */
+async function forgetJob(store: Store, ports: { admin: AdminStore; jobs: JobStore }, job: string): Promise<void> {
+  const handOn = { reservation: DEFAULTS.reservation, announce: false };
+  const leave = Promise.all([ports.admin.forceRelease(job, handOn), ports.jobs.forgetJob(job)]);
+  await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
 }
 
 /** One run of the demo: its schedule, what the pods report tick by tick, and the kill. */
