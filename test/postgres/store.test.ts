@@ -170,11 +170,14 @@ describe('PostgreSQL store', () => {
       expect((denied as Error).message).toMatch(/permission denied.*SQLSTATE 42501/);
 
       const n = schemaNames(prefix);
-      await db.pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ${n.locks}, ${n.waiters}, ${n.runs} TO ${role}`);
+      await db.pool.query(
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${n.locks}, ${n.waiters}, ${n.runs}, ${n.holds} TO ${role}`,
+      );
       await db.pool.query(`GRANT USAGE ON SEQUENCE ${n.fence} TO ${role}`);
       const granted = leasehold(app, { prefix });
       const lock = await granted.acquire('x', { ttl: 5_000 });
       expect(await granted.runOnce('job', () => 'ran')).toEqual({ ran: true, value: 'ran' });
+      expect(await granted.withLock('permits', { limit: 2 }, () => 'held')).toBe('held');
       expect(await lock.release()).toBe(true);
     });
   });
