@@ -3,29 +3,27 @@ import { channel, type TracingChannel, tracingChannel } from 'node:diagnostics_c
 /**
  * What leasehold tells `node:diagnostics_channel`, for tracing and metrics (leasehold/otel
  * subscribes to these; so can anything else). Nothing is built or published while nobody
- * subscribes: every publisher checks `hasSubscribers` first.
- *
- * Tracing channels (start / end / asyncStart / asyncEnd / error, as Node defines them), each with
- * the context object below; the `result` of asyncEnd is filled in before it fires:
- * - `leasehold:acquire`: one acquisition, its wait included;
- * - `leasehold:extend`: one extension (the watchdog's or the caller's);
- * - `leasehold:release`: one release.
- * Plain channels:
- * - `leasehold:lost`: a held lease was lost;
- * - `leasehold:handoff`: a hand-off reached this instance (the waiter it names, and those next);
- * - `leasehold:quorum`: a Redlock round was decided (each node's outcome);
- * - `leasehold:job`: a scheduled job's tick ran, failed, was lost or was skipped;
- * - `leasehold:backend-error`: a background backend failure (as the `backendError` event).
+ * subscribes: every publisher checks `hasSubscribers` first. The tracing channels (acquire,
+ * extend, release) publish start / end / asyncStart / asyncEnd / error, as Node defines them,
+ * each with the context object below; the `result` of asyncEnd is filled in before it fires.
+ * The others are plain channels.
  */
-
 export const CHANNELS = Object.freeze({
+  /** Tracing: one acquisition, its wait included. */
   acquire: 'leasehold:acquire',
+  /** Tracing: one extension (the watchdog's or the caller's). */
   extend: 'leasehold:extend',
+  /** Tracing: one release. */
   release: 'leasehold:release',
+  /** A held lease was lost. */
   lost: 'leasehold:lost',
+  /** A hand-off reached this instance (the waiter it names, and those next). */
   handoff: 'leasehold:handoff',
+  /** A Redlock round was decided (each node's outcome). */
   quorum: 'leasehold:quorum',
+  /** A scheduled job's tick ran, failed, was lost or was skipped. */
   job: 'leasehold:job',
+  /** A background backend failure (as the `backendError` event). */
   backendError: 'leasehold:backend-error',
 });
 

@@ -1,38 +1,6 @@
 /**
- * Redlock: one lock across N independent Redis masters. The lock is ours while a quorum (default a
- * majority) of the nodes hold it for our owner token and the validity measured on our monotonic
- * clock has not run out.
- *
- * Acquire sends to every node at once, each call bounded by a per-node timeout much smaller than
- * the ttl, and decides as soon as the outcome is certain. Validity = ttl − elapsed − (ttl ×
- * driftFactor + driftConstant), counted from before the first call was sent: each node's lease
- * started after that moment, so the validity ends before any node's lease does (while the nodes'
- * clocks run within driftFactor of ours). A failed attempt gives back whatever it took at once,
- * including grants that land after it gave up, so later attempts never vote against themselves.
- *
- * Fencing tokens across quorums. Each node has its own counter and successive holders may win on
- * different subsets, so one node's counter says little. An acquisition A takes M = the largest token
- * its granting nodes issued, and counts only once a quorum W of nodes is known to have held a
- * counter of at least M while A's lease on them was live. Two ways to get there:
- * - fast: at least a quorum of the granting nodes issued M themselves. The acquire script set each
- *   one's counter to M in the same step that granted A's lease, so W is those nodes, at no extra cost;
- * - write-back: otherwise M is written back to the granting nodes (raiseFence) and W is a quorum of
- *   them that confirmed it within A's validity, which ends before any of A's leases does.
- * Claim: every acquisition B whose validity begins after A's has a token above M. B was granted by a
- * quorum G; W and G are majorities, so they share a node n. n's counter reached M while A's lease on n
- * was live, and B's acquire on n succeeded only once that lease was gone; counters never go down, so
- * n's counter was at least M when B's acquire incremented it, n issued B more than M, and B's token,
- * the maximum over G, is above M. (Had B taken n first, B's validity would have ended before A's
- * began.) Counters that "never go down": each node issues max(counter + 1, its clock in µs, the
- * proposal), so a node whose counter is lost (a restart without persistence, the counter's
- * retention run out, eviction) still issues above every token it issued before, provided its clock
- * did not step back by more than the outage. That is the one clock assumption; exclusion itself does
- * not rest on synchronised clocks, only on nodes keeping their leases (a node that restarts empty
- * while a lease on it is live breaks exclusion: use persistence, or delay its restart by a ttl).
- *
- * Every attempt of one acquisition holds under its own owner token (`<owner>.<try>`): a grant of an
- * earlier attempt that lands after the attempt gave up is released by that attempt's clean-up, and
- * if it had the same owner it would count as a vote for a later attempt and then vanish under it.
+ * Redlock: one lock across independent masters, held while a quorum grants it and its validity lasts.
+ * How it works, and why its fencing tokens increase across quorums: docs/redlock.md.
  */
 import { backoff } from '../core/backoff.js';
 import { now } from '../core/clock.js';
@@ -96,7 +64,25 @@ const extendDecided: Test = (t) => {
 /** Wait for every node (or its timeout). */
 const everyNode: Test = () => false;
 
-/** The fenced Redlock over independent stores, running any primitive; see the top of this file and docs/redlock.md. */
+/** The grants an acquire round has so far: how many, their largest token M, and how many of them issued M. */
+function grantsOf(round: Round<AcquireReply, Node>): { grants: number; fence: number; atFence: number } {
+  let grants = 0;
+  let fence = 0;
+  let atFence = 0;
+  for (const slot of round.slots) {
+    if (slot.state !== 'answered' || !slot.value.acquired) continue;
+    grants += 1;
+    if (slot.value.fence > fence) {
+      fence = slot.value.fence;
+      atFence = 1;
+    } else if (slot.value.fence === fence) {
+      atFence += 1;
+    }
+  }
+  return { grants, fence, atFence };
+}
+
+/** The fenced Redlock over independent stores, running any primitive; see docs/redlock.md. */
 export class Quorum implements LockEngine {
   readonly #primitive: Primitive;
   readonly #nodes: readonly { store: Store; owned: boolean }[];
@@ -163,13 +149,7 @@ export class Quorum implements LockEngine {
     if (gate) await gate;
     const { instance, fenceRetention, waiterLease } = this.#options;
     const timeout = this.nodeTimeout(ttl);
-    const seen = this.#fences.get(name);
-    // Propose a token: this client's clock in µs, a little ahead. Each node issues the highest of
-    // the proposal, its own counter + 1 and its own clock, so nodes whose counters and clocks lag
-    // the proposal all issue exactly it: the quorum agrees at once and no write-back is needed.
-    // Only a floor: the order of tokens never rests on this clock (see the top of this file).
-    const proposal = Math.floor((performance.timeOrigin + now() + DEFAULTS.fenceLead) * 1000);
-    const minFence = Math.max(seen === undefined ? 0 : seen + 1, proposal);
+    const minFence = this.#proposal(name);
     const sentAt = now();
     const acquire = this.#round(
       this.#all,
@@ -180,46 +160,63 @@ export class Quorum implements LockEngine {
     );
     await acquire.until(decided);
     this.#told(name, 'acquire', acquire, acquireOutcome);
-    // The grants in so far: how many, their largest token M, and how many of them issued M.
-    let grants = 0;
-    let fence = 0;
-    let atFence = 0;
-    for (const slot of acquire.slots) {
-      if (slot.state !== 'answered' || !slot.value.acquired) continue;
-      grants += 1;
-      if (slot.value.fence > fence) {
-        fence = slot.value.fence;
-        atFence = 1;
-      } else if (slot.value.fence === fence) {
-        atFence += 1;
-      }
-    }
+    const { grants, fence, atFence } = grantsOf(acquire);
     if (grants > 0) this.#noteFence(name, fence);
-
-    if (verdict(acquire.tally) === 'lost') {
-      // Every node has answered or timed out once this resolves, so the loss is classified for sure.
-      await this.#giveBack(name, owner, acquire, granted);
-      if (lossKind(acquire.tally) === 'unavailable') {
-        acquire.reportFailures(this.#onError, false);
-        throw new QuorumError(name, 'acquire', this.#quorum, acquire.outcomes(acquireOutcome));
+    if (verdict(acquire.tally) === 'lost') return this.#lost(name, owner, acquire, grants, tries);
+    acquire.reportFailures(this.#onError, true);
+    // A quorum of the granting nodes issued M themselves: their counters are M already, under our
+    // lease, and a write-back would change nothing. Otherwise M is written back before it counts.
+    let fenced: Round<number, Node> | undefined;
+    if (atFence < this.#quorum) {
+      if (this.validUntil(sentAt, ttl) <= now()) {
+        return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
       }
-      acquire.reportFailures(this.#onError, true);
-      return this.#refused(acquire, grants, tries);
+      fenced = await this.#writeBack(name, owner, acquire, fence, timeout);
+    }
+    const validUntil = this.validUntil(sentAt, ttl);
+    if (validUntil - now() < 1) return this.#fail(name, owner, acquire, fenced, this.#noValidity(sentAt, ttl));
+    return { acquired: true, fencingToken: fence, validUntil, owner };
+  }
+
+  /**
+   * The token to propose for `name`: this client's clock in µs, a little ahead, or one above the
+   * last token seen if that is higher. Each node issues the highest of the proposal, its own
+   * counter + 1 and its own clock, so nodes whose counters and clocks lag the proposal all issue
+   * exactly it: the quorum agrees at once and no write-back is needed. Only a floor: the order of
+   * tokens never rests on this clock (docs/redlock.md).
+   */
+  #proposal(name: string): number {
+    const seen = this.#fences.get(name);
+    const proposal = Math.floor((performance.timeOrigin + now() + DEFAULTS.fenceLead) * 1000);
+    return Math.max(seen === undefined ? 0 : seen + 1, proposal);
+  }
+
+  /** A lost acquire round: give back what it took, then throw if the nodes were unreachable, else refuse. */
+  async #lost(
+    name: string,
+    owner: string,
+    acquire: Round<AcquireReply, Node>,
+    grants: number,
+    tries: number,
+  ): Promise<Attempt> {
+    // Every node has answered or timed out once this resolves, so the loss is classified for sure.
+    await this.#giveBack(name, owner, acquire, granted);
+    if (lossKind(acquire.tally) === 'unavailable') {
+      acquire.reportFailures(this.#onError, false);
+      throw new QuorumError(name, 'acquire', this.#quorum, acquire.outcomes(acquireOutcome));
     }
     acquire.reportFailures(this.#onError, true);
+    return this.#refused(acquire, grants, tries);
+  }
 
-    // A quorum of the granting nodes issued M themselves: their counters are M already, under our
-    // lease, and a write-back would change nothing (see the top of this file).
-    if (atFence >= this.#quorum) {
-      const validUntil = this.validUntil(sentAt, ttl);
-      if (validUntil - now() < 1) return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
-      return { acquired: true, fencingToken: fence, validUntil, owner };
-    }
-    if (this.validUntil(sentAt, ttl) <= now()) {
-      return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
-    }
-
-    // Fewer than a quorum issued M: it is written back to the granting nodes before it counts.
+  /** Write token `fence` back to the nodes that granted: the round, once a quorum confirmed it; else give back and throw. */
+  async #writeBack(
+    name: string,
+    owner: string,
+    acquire: Round<AcquireReply, Node>,
+    fence: number,
+    timeout: number,
+  ): Promise<Round<number, Node>> {
     const writeTo: number[] = [];
     acquire.slots.forEach((slot, i) => {
       const node = acquire.nodes[i];
@@ -229,7 +226,7 @@ export class Quorum implements LockEngine {
       writeTo,
       'raise-fence',
       timeout,
-      (store) => store.raiseFence(name, fence, fenceRetention),
+      (store) => store.raiseFence(name, fence, this.#options.fenceRetention),
       (after) => (after >= fence ? 'yes' : 'no'),
     );
     await writeBack.until(decided);
@@ -239,9 +236,7 @@ export class Quorum implements LockEngine {
       return this.#fail(name, owner, acquire, writeBack, reason);
     }
     writeBack.reportFailures(this.#onError, true);
-    const validUntil = this.validUntil(sentAt, ttl);
-    if (validUntil - now() < 1) return this.#fail(name, owner, acquire, writeBack, this.#noValidity(sentAt, ttl));
-    return { acquired: true, fencingToken: fence, validUntil, owner };
+    return writeBack;
   }
 
   /** Tell diagnostics how a round was decided (each node's outcome so far); nothing while nobody listens. */
