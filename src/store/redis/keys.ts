@@ -29,9 +29,30 @@ export interface LockKeys {
   readonly grants: string;
 }
 
+/** The names of the latest locks used, per prefix: an acquisition and its release build them once. */
+const built = new Map<string, Map<string, LockKeys>>();
+/** Prefixes, and names per prefix, kept; past it the cache starts over (it only saves building strings). */
+const KEPT = 1024;
+
 export function lockKeys(prefix: string, name: string): LockKeys {
+  let names = built.get(prefix);
+  if (names === undefined) {
+    if (built.size >= KEPT) built.clear();
+    names = new Map();
+    built.set(prefix, names);
+  }
+  let keys = names.get(name);
+  if (keys === undefined) {
+    if (names.size >= KEPT) names.clear();
+    keys = buildLockKeys(prefix, name);
+    names.set(name, keys);
+  }
+  return keys;
+}
+
+function buildLockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}:{${name}}`;
-  return {
+  return Object.freeze({
     lock: base,
     fence: `${base}:fence`,
     channel: `${base}:released`,
@@ -39,7 +60,7 @@ export function lockKeys(prefix: string, name: string): LockKeys {
     alive: `${base}:alive`,
     holds: `${base}:holds`,
     grants: `${base}:grants`,
-  };
+  });
 }
 
 /**
