@@ -33,6 +33,11 @@ export interface SingleOptions {
 /** A validity window shorter than this is no lease at all: it is given back rather than handed out. */
 const LEAST_VALIDITY = 1;
 
+/** Whether a lease valid until `until` (monotonic) can still be handed out or kept. */
+function usable(until: number): boolean {
+  return until - now() >= LEAST_VALIDITY;
+}
+
 /**
  * One server (a standalone Redis, a Sentinel's master, a Cluster, the memory store) running any
  * primitive: each step is one call, bounded by `commandTimeout`; a grant or an extension confirmed
@@ -60,14 +65,6 @@ export class Single implements LockEngine {
   /** The eviction-policy check before an acquisition: undefined once it passed (or only warns). */
   gate(): Promise<void> | undefined {
     return this.#options.eviction.gate();
-  }
-
-  /**
-   * Whether a lease valid until `until` (monotonic) can still be handed out or kept. A separate
-   * method so a test can build the broken variant that hands out a lease already over.
-   */
-  protected usable(until: number): boolean {
-    return until - now() >= LEAST_VALIDITY;
   }
 
   async attempt(name: string, owner: string, ttl: number, tries: number, queue = false): Promise<Attempt> {
@@ -99,7 +96,7 @@ export class Single implements LockEngine {
     }
     if (!reply.acquired) return { acquired: false, retryIn: reply.pttl };
     const until = validUntil(sentAt, ttl, o.driftFactor, o.driftConstant);
-    if (!this.usable(until)) {
+    if (!usable(until)) {
       // The grant answered too late to leave any validity: no caller may hold it. Give it back (the
       // next waiter gets it) and count the attempt as refused, so a waiting caller tries again.
       await this.release(name, owner).catch(() => undefined);
@@ -114,7 +111,7 @@ export class Single implements LockEngine {
       await this.release(name, owner).catch(() => undefined);
       throw error;
     }
-    if (!this.usable(until)) {
+    if (!usable(until)) {
       // The replicas took the rest of the validity: nothing left to hand out.
       await this.release(name, owner).catch(() => undefined);
       return { acquired: false, retryIn: 0 };
@@ -154,7 +151,7 @@ export class Single implements LockEngine {
     const o = this.#options;
     if (o.replication) return undefined;
     const until = validUntil(grant.since, ttl, o.driftFactor, o.driftConstant);
-    if (!this.usable(until)) return undefined;
+    if (!usable(until)) return undefined;
     return { acquired: true, fencingToken: grant.fence, validUntil: until };
   }
 
@@ -173,7 +170,7 @@ export class Single implements LockEngine {
     if (reply !== 'extended') return { extended: false, reason: reply };
     const { driftFactor, driftConstant } = this.#options;
     const until = validUntil(sentAt, ttl, driftFactor, driftConstant);
-    if (!this.usable(until)) {
+    if (!usable(until)) {
       // Confirmed too late to count: the lease is lost to us, so free it for others at once.
       this.release(name, owner).catch(() => undefined);
       return { extended: false, reason: 'validity-elapsed' };

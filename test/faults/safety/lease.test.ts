@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { now } from '../../../src/core/clock.js';
+import { now, validUntil } from '../../../src/core/clock.js';
 import { DEFAULTS } from '../../../src/core/defaults.js';
 import { Leasehold, type Lock, LockLostError, LockTimeoutError, MemoryStore } from '../../../src/index.js';
 import { mutex } from '../../../src/primitives/mutex.js';
@@ -122,7 +122,7 @@ describe('no dead lease is handed out', () => {
     await lock.release();
   });
 
-  it('negative control: an engine that trusts a late grant hands out a lease that is already over', async () => {
+  it('negative control: a grant the slow path delivers is already over by its validity; Single refuses it', async () => {
     const prefix = randomPrefix();
     const { proxy, client } = await slowPath(server, 25);
     defer(() => proxy.close());
@@ -137,17 +137,21 @@ describe('no dead lease is handed out', () => {
       handOn: { reservation: DEFAULTS.reservation, announce: false },
       eviction: new EvictionCheck([], 'ignore', () => {}),
     };
-    class Trusting extends Single {
-      protected override usable(): boolean {
-        return true;
-      }
-    }
     const { store } = resolveStore(client, { prefix, onError: () => {} });
-    const broken = await new Trusting(mutex, store, false, options).attempt('x', 'owner-a', 30, 0);
-    expect(broken.acquired).toBe(true);
-    if (broken.acquired) expect(broken.validUntil).toBeLessThan(now());
-    const sound = await new Single(mutex, store, false, options).attempt('y', 'owner-b', 30, 0);
+    const ttl = 30;
+    // The store itself, through the same 50 ms round trip: it grants, and the grant's validity,
+    // counted from when the request was sent, is over before the reply arrives. An engine that
+    // trusted the reply would hand out this dead lease.
+    const sentAt = now();
+    const { instance, fenceRetention, waiterLease } = options;
+    const reply = await store.acquire('x', { owner: 'owner-a', ttl, instance, fenceRetention, waiterLease });
+    const arrived = now();
+    expect(reply.acquired).toBe(true);
+    expect(validUntil(sentAt, ttl, options.driftFactor, options.driftConstant)).toBeLessThan(arrived);
+    // Single, on the same path, counts the same grant as refused and gives it back.
+    const sound = await new Single(mutex, store, false, options).attempt('y', 'owner-b', ttl, 0);
     expect(sound.acquired).toBe(false);
+    expect((await store.inspect('y')).owner).toBeNull();
   });
 });
 
