@@ -1,5 +1,5 @@
 import type { ClaimReply, ClaimRequest, FinishReply, FinishRequest, JobState } from '../port.js';
-import { type LockRecord, left } from './record.js';
+import { type LockRecord, left, readLease } from './record.js';
 
 /**
  * Whether the job's lease is only kept by lockAtLeastFor for a run of a tick before `tick`, with
@@ -8,15 +8,15 @@ import { type LockRecord, left } from './record.js';
  * tick: false.
  */
 function keptFor(job: LockRecord, tick: number): boolean {
-  const lease = job.lease;
-  if (!lease || job.reservation || lease.flagged || lease.owner.startsWith('^') || job.fence === 0) return false;
+  const lease = job.lease && readLease(job.lease);
+  if (!lease || job.reservation || lease.flagged || lease.shared !== null || job.fence === 0) return false;
   const run = job.runs.find((r) => r.fence === job.fence);
   return run !== undefined && run.outcome !== 'running' && run.tick !== null && run.tick < tick;
 }
 
 /** Claim one tick of the job whose record this is, as lua/claim-tick.lua does. */
 export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
-  if (job.lease?.owner === request.owner) {
+  if (job.ownedBy(request.owner)) {
     const grant = job.holder;
     return { claimed: true, fence: grant?.token ?? 0, startedAt: grant?.takenAt ?? 0 };
   }
@@ -50,7 +50,7 @@ export function finishTick(job: LockRecord, request: FinishRequest): FinishReply
   if (run?.outcome === 'running') {
     job.runs[i] = { ...run, finishedAt: at, outcome: request.outcome, error: request.error };
   }
-  if (job.lease?.owner === request.owner) {
+  if (job.ownedBy(request.owner)) {
     const remaining = request.startedAt + request.lockAtLeastFor - at;
     if (remaining > 0) {
       job.extend(remaining);

@@ -1,4 +1,5 @@
 import { DEFAULTS } from '../../core/defaults.js';
+import { holderOf } from '../formats.js';
 import {
   type AcquireReply,
   type AcquireRequest,
@@ -24,7 +25,7 @@ import {
 } from '../port.js';
 import { globMatcher } from './glob.js';
 import { claimTick, finishTick, readJob } from './jobs.js';
-import { type LockRecord, left } from './record.js';
+import { type LockRecord, left, readLease } from './record.js';
 import { acquireShared, extendShared, heldLimit, inspectShared, leaveShared, releaseShared } from './shared.js';
 import { Space } from './space.js';
 
@@ -90,11 +91,11 @@ export class MemoryStore implements Store, SharedStore {
   async acquire(name: string, r: AcquireRequest): Promise<AcquireReply | HeldAsReply> {
     return step(this, name, (lock) => {
       const held = lock.lease;
-      if (held?.owner === r.owner) return { acquired: true, fence: lock.fence };
+      if (lock.ownedBy(r.owner)) return { acquired: true, fence: lock.fence };
       const limit = heldLimit(held);
       if (limit !== undefined && limit > 0) return { acquired: false, heldAs: limit };
       const reserved = lock.reservation;
-      const blocker = held ?? (reserved?.owner !== r.owner ? reserved : undefined);
+      const blocker = held ?? (lock.reservedOnlyFor(r.owner) ? undefined : reserved);
       if (blocker) {
         if (r.queue) lock.enqueue(r.owner, r.waiterLease);
         return { acquired: false, pttl: left(blocker) };
@@ -112,7 +113,7 @@ export class MemoryStore implements Store, SharedStore {
     return step(this, name, (lock) => {
       const held = lock.lease;
       if (!held) return 'expired';
-      if (held.owner !== owner) return 'not-owner';
+      if (!lock.ownedBy(owner)) return 'not-owner';
       lock.extend(ttl);
       return 'extended';
     });
@@ -122,7 +123,7 @@ export class MemoryStore implements Store, SharedStore {
     step(this, name, (lock) => {
       const head = lock.heads(owner);
       lock.unqueue(owner);
-      if (lock.reservation?.owner === owner) lock.handOn(handOn);
+      if (lock.reservedOnlyFor(owner)) lock.handOn(handOn);
       else if (head) lock.nudge();
     });
   }
@@ -130,13 +131,14 @@ export class MemoryStore implements Store, SharedStore {
   async inspect(name: string): Promise<LockState> {
     return step(this, name, (lock) => {
       // Shared holds' mark is no owner: inspectShared lists them.
-      const held = lock.lease?.owner.startsWith('^') ? undefined : lock.lease;
+      const held = lock.lease;
+      const owner = held ? readLease(held).owner : null;
       const releasedBy = lock.releasedBy;
       return {
-        owner: held?.owner ?? null,
-        pttl: held ? left(held) : -2,
+        owner,
+        pttl: held && owner !== null ? left(held) : -2,
         fence: lock.fence,
-        holder: held && releasedBy === null ? lock.holder : null,
+        holder: owner !== null && releasedBy === null ? lock.holder : null,
         releasedBy,
       };
     });
@@ -204,7 +206,7 @@ export class MemoryStore implements Store, SharedStore {
       if (!held) return { result: 'not-held' };
       const holder = lock.holder;
       const woken = lock.handOn(handOn);
-      return { result: 'released', owner: held.owner, holder, woken };
+      return { result: 'released', owner: holderOf(readLease(held)) as string, holder, woken };
     });
   }
 
@@ -215,7 +217,7 @@ export class MemoryStore implements Store, SharedStore {
       return {
         count: waiters.length,
         first: waiters.slice(0, Math.max(0, limit)),
-        reserved: reserved ? { owner: reserved.owner, pttl: left(reserved) } : null,
+        reserved: reserved ? { owner: readLease(reserved).reservedFor as string, pttl: left(reserved) } : null,
       };
     });
   }

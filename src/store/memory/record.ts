@@ -1,21 +1,30 @@
 import { now } from '../../core/clock.js';
+import {
+  decodeLockValue,
+  encodeLockValue,
+  type FenceRecord,
+  grantOf,
+  heldBy,
+  type LockValue,
+  reservedFor,
+  type WaiterEntry,
+} from '../formats.js';
 import type { HandOff, HandOn, Holder, ReleaseReply, StoredRun } from '../port.js';
 
 /**
- * Who holds a lease, or whom a reservation keeps the lock for, until when (monotonic ms).
- * `flagged`: waiters queued since it was taken (or more are queued behind the reserved one), so
- * its release must hand it on; an uncontended release skips the queue, as the Redis lock value's
- * `*` mark makes it.
+ * Who holds a lease, or whom a reservation keeps the lock for, until when (monotonic ms). `value`
+ * is the lock value as the Redis lock key keeps it (formats.ts): the holder's owner token, the
+ * waiters reserved for, or the mark of shared holds (see shared.ts), with the mark of waiters
+ * queued since, so an uncontended release skips the queue.
  */
 export interface Lease {
-  /**
-   * The holder's owner token; for a reservation, the waiter's (or several shared waiters' tokens,
-   * space-separated); '^<limit>' while shared holds hold the lock (see shared.ts), as the Redis
-   * lock value says it.
-   */
-  readonly owner: string;
+  value: string;
   expiresAt: number;
-  flagged: boolean;
+}
+
+/** A lease's value, read. */
+export function readLease(lease: Lease): LockValue {
+  return decodeLockValue(lease.value);
 }
 
 /**
@@ -27,27 +36,17 @@ export interface SharedHold {
   readonly grant: Holder | null;
 }
 
-/** A queued waiter: its liveness deadline, and its kind: '' for a waiter of the lock itself, '^<limit>' for a shared one. */
-interface Waiting {
-  deadline: number;
-  readonly kind: string;
-}
-
-/** The first live waiter of a queue, and its kind. */
+/** The first live waiter of a queue, and the limit of the shared hold it waits for (null: the lock itself). */
 interface Live {
   readonly owner: string;
-  readonly kind: string;
+  readonly shared: number | null;
 }
 
 /** Shared waiters one hand-off admits together at most, when their kind has no limit (lua/lib/hand-on.lua). */
 export const MAX_ADMITTED = 64;
 
-/** The fencing counter: the latest token, the grant it records, and the owner that released that grant. */
-interface Counter {
-  readonly token: number;
-  /** The grant's server time (ms) and instance; null for a counter raised where no grant was kept. */
-  readonly grant: { readonly takenAt: number; readonly instance: string } | null;
-  releasedBy: string | null;
+/** The fencing counter, until when (monotonic ms). */
+interface Counter extends FenceRecord {
   readonly expiresAt: number;
 }
 
@@ -77,8 +76,8 @@ export class LockRecord {
   #lease: Lease | undefined;
   #reservation: Lease | undefined;
   #counter: Counter | undefined;
-  /** Waiters in arrival order (a Map keeps insertion order), each with its liveness deadline. */
-  readonly #waiters = new Map<string, Waiting>();
+  /** Waiters in arrival order (a Map keeps insertion order), each with its liveness entry (deadline: monotonic ms). */
+  readonly #waiters = new Map<string, WaiterEntry>();
   /**
    * Shared holds and reservations of them, by owner (see shared.ts). They mean something only while
    * the lease is the mark of shared holds ('^<limit>'); whoever takes the lock otherwise clears them.
@@ -98,6 +97,18 @@ export class LockRecord {
   get lease(): Lease | undefined {
     this.#lease = unexpired(this.#lease);
     return this.#lease;
+  }
+
+  /** Whether `owner` holds the lock exclusively. */
+  ownedBy(owner: string): boolean {
+    const held = this.lease;
+    return held !== undefined && readLease(held).owner === owner;
+  }
+
+  /** Whether the lock is reserved for `owner` alone. */
+  reservedOnlyFor(owner: string): boolean {
+    const reserved = this.reservation && readLease(this.reservation);
+    return reserved !== undefined && reserved.reserved.length === 1 && reserved.reservedFor === owner;
   }
 
   /** Set the lease (shared holds' mark, see shared.ts): the reservation, if any, is used up. */
@@ -130,8 +141,7 @@ export class LockRecord {
   /** The grant the counter records, as operator tooling shows it; null when none is kept. */
   get holder(): Holder | null {
     const counter = this.#liveCounter();
-    if (!counter?.grant) return null;
-    return { token: counter.token, takenAt: counter.grant.takenAt, instance: counter.grant.instance };
+    return counter ? grantOf(counter) : null;
   }
 
   /** Nothing left: the record can go, as Redis has no key left for the name. */
@@ -157,18 +167,19 @@ export class LockRecord {
    */
   grant(owner: string, ttl: number, minFence: number, instance: string, retention: number): number {
     // A reserved lock keeps the flag of the waiters behind.
-    const flagged = this.reservation?.flagged ?? false;
+    const reserved = this.reservation;
+    const flagged = reserved ? readLease(reserved).flagged : false;
     this.#reservation = undefined;
-    this.#lease = { owner, expiresAt: now() + ttl, flagged };
+    this.#lease = { value: encodeLockValue(heldBy(owner, flagged)), expiresAt: now() + ttl };
     return this.issue(minFence, instance, retention).token;
   }
 
   /** Issue the next token and record the grant in the counter (lua/lib/lease.lua's issue). */
   issue(minFence: number, instance: string, retention: number): Holder {
     const token = Math.max(this.fence + 1, clockMicros(), minFence);
-    const grant = { takenAt: Date.now(), instance };
-    this.#counter = { token, grant, releasedBy: null, expiresAt: now() + retention };
-    return { token, ...grant };
+    const counter = { token, grant: { takenAtUs: Date.now() * 1000, instance }, releasedBy: null };
+    this.#counter = { ...counter, expiresAt: now() + retention };
+    return grantOf(counter) as Holder;
   }
 
   /** Let the current lease end `ms` from now. */
@@ -197,13 +208,13 @@ export class LockRecord {
 
   /**
    * Queue `owner` at the tail unless it is queued already, renew its liveness for `lease` ms, and
-   * flag the lease or reservation that refused it. `kind`: '' for an exclusive waiter, '^<limit>'
-   * for a shared one.
+   * flag the lease or reservation that refused it. `shared`: the limit of the shared hold it waits
+   * for, or null for an exclusive waiter.
    */
-  enqueue(owner: string, lease: number, kind = ''): void {
-    this.#waiters.set(owner, { deadline: now() + lease, kind });
+  enqueue(owner: string, lease: number, shared: number | null = null): void {
+    this.#waiters.set(owner, { deadline: now() + lease, shared, direct: null });
     const blocker = this.lease ?? this.reservation;
-    if (blocker) blocker.flagged = true;
+    if (blocker) blocker.value = encodeLockValue({ ...readLease(blocker), flagged: true });
   }
 
   unqueue(owner: string): void {
@@ -221,20 +232,20 @@ export class LockRecord {
 
   /** The first live waiter, dropping dead ones at the head; `pop` takes it off the queue too. */
   #firstLive(pop: boolean): Live | null {
-    for (const [owner, { deadline, kind }] of this.#waiters) {
+    for (const [owner, { deadline, shared }] of this.#waiters) {
       const live = deadline >= now();
       if (pop || !live) this.#waiters.delete(owner);
-      if (live) return { owner, kind };
+      if (live) return { owner, shared };
     }
     return null;
   }
 
-  /** Take off the queue the live shared waiters of `kind` at its head, at most `room` of them. */
-  popKind(kind: string, room: number): string[] {
+  /** Take off the queue the live shared waiters of `limit` at its head, at most `room` of them. */
+  popKind(limit: number, room: number): string[] {
     const woken: string[] = [];
     while (woken.length < room) {
       const head = this.#firstLive(false);
-      if (head === null || head.kind !== kind) break;
+      if (head === null || head.shared !== limit) break;
       this.#waiters.delete(head.owner);
       woken.push(head.owner);
     }
@@ -250,7 +261,7 @@ export class LockRecord {
     next.forEach((owner, i) => {
       const waiting = this.#waiters.get(owner);
       const by = now() + (i + 2) * reservation;
-      if (waiting && waiting.deadline > by) waiting.deadline = by;
+      if (waiting && waiting.deadline > by) this.#waiters.set(owner, { ...waiting, deadline: by });
     });
   }
 
@@ -277,12 +288,12 @@ export class LockRecord {
     const head = this.#firstLive(false);
     if (head === null) return;
     const woken = [head.owner];
-    if (head.kind !== '') {
-      const limit = Number(head.kind.slice(1));
+    const limit = head.shared;
+    if (limit !== null) {
       const at = now();
       for (const [owner, w] of [...this.#waiters].slice(1, limit === 0 ? MAX_ADMITTED : limit)) {
         if (w.deadline < at) continue;
-        if (w.kind !== head.kind) break;
+        if (w.shared !== limit) break;
         woken.push(owner);
       }
     }
@@ -304,10 +315,10 @@ export class LockRecord {
   exclusiveAhead(owner: string): string | null {
     const first = [...this.#waiters].slice(0, 16);
     const at = now();
-    for (const [w, { deadline, kind }] of first) {
+    for (const [w, { deadline, shared }] of first) {
       if (w === owner) return null;
       if (deadline < at) this.#waiters.delete(w);
-      else if (kind === '') return w;
+      else if (shared === null) return w;
     }
     return first.length === 16 ? '' : null;
   }
@@ -326,7 +337,7 @@ export class LockRecord {
     if (waiting.deadline <= at + reservation) return Math.max(0, Math.ceil(waiting.deadline - at));
     const tried = waiting.deadline - lease;
     if (tried > at - reservation) return Math.ceil(Math.min(reservation, tried + reservation - at));
-    waiting.deadline = at + reservation;
+    this.#waiters.set(owner, { ...waiting, deadline: at + reservation });
     this.tell([owner], []);
     return reservation;
   }
@@ -345,13 +356,12 @@ export class LockRecord {
       return null;
     }
     const woken = [head.owner];
-    if (head.kind !== '') {
-      const limit = Number(head.kind.slice(1));
-      woken.push(...this.popKind(head.kind, (limit === 0 ? MAX_ADMITTED : limit) - 1));
-    }
+    const limit = head.shared;
+    if (limit !== null) woken.push(...this.popKind(limit, (limit === 0 ? MAX_ADMITTED : limit) - 1));
     const next = this.following();
     this.#lease = undefined;
-    this.#reservation = { owner: woken.join(' '), expiresAt: now() + reservation, flagged: next.length > 0 };
+    const value = encodeLockValue(reservedFor(woken, next.length > 0));
+    this.#reservation = { value, expiresAt: now() + reservation };
     this.summon(next, reservation);
     this.tell(woken, next);
     return head.owner;
@@ -372,9 +382,9 @@ export class LockRecord {
   endLease(owner: string, handOn: HandOn): ReleaseReply {
     const held = this.lease;
     const counter = this.#liveCounter();
-    if (held?.owner === owner) {
-      if (counter) counter.releasedBy = owner;
-      if (held.flagged) this.handOn(handOn);
+    if (held && this.ownedBy(owner)) {
+      if (counter) this.#counter = { ...counter, releasedBy: owner };
+      if (readLease(held).flagged) this.handOn(handOn);
       else this.free(handOn.announce);
       return 'released';
     }

@@ -1,4 +1,5 @@
 import { now } from '../../core/clock.js';
+import { encodeLockValue, reservedFor, sharedBy } from '../formats.js';
 import type {
   ExtendReply,
   HandOn,
@@ -8,7 +9,7 @@ import type {
   SharedRequest,
   SharedState,
 } from '../port.js';
-import { type Lease, type LockRecord, left, MAX_ADMITTED } from './record.js';
+import { type Lease, type LockRecord, left, MAX_ADMITTED, readLease } from './record.js';
 
 /**
  * Shared holds on the record of one lock name, as lua/lib/shared.lua keeps them: while they hold
@@ -17,11 +18,11 @@ import { type Lease, type LockRecord, left, MAX_ADMITTED } from './record.js';
  * held by another owner; the holds themselves are `record.holds`. Each function is one script.
  */
 
-const isShared = (lease: Lease | undefined): lease is Lease => lease?.owner.startsWith('^') === true;
+const isShared = (lease: Lease | undefined): lease is Lease => lease !== undefined && readLease(lease).shared !== null;
 
 /** The limit shared holds took the lock with ('^<limit>'), or undefined when it is not held by shared holds. */
 export function heldLimit(lease: Lease | undefined): number | undefined {
-  return isShared(lease) ? Number(lease.owner.slice(1)) : undefined;
+  return lease ? (readLease(lease).shared ?? undefined) : undefined;
 }
 
 const liveAt = (at: number) => (hold: { expiresAt: number }) => hold.expiresAt > at;
@@ -45,21 +46,21 @@ function stretch(lock: LockRecord, mark: Lease): boolean {
   return true;
 }
 
-function reservedFor(reservation: Lease | undefined, owner: string): boolean {
-  return reservation?.owner.split(' ').includes(owner) ?? false;
+function reservedAmong(reservation: Lease | undefined, owner: string): boolean {
+  return reservation !== undefined && readLease(reservation).reserved.includes(owner);
 }
 
 /** After a hold ended under `mark`: hand the lock on once no hold is left, else free permits to the shared waiters at the head. */
 function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
   const used = inUse(lock);
+  const { flagged, shared: limit } = readLease(mark);
   if (used === 0) {
-    if (mark.flagged) lock.handOn(handOn);
+    if (flagged) lock.handOn(handOn);
     else lock.free(handOn.announce);
     return;
   }
-  if (mark.flagged) {
-    const limit = Number(mark.owner.slice(1));
-    const woken = lock.popKind(mark.owner, limit === 0 ? MAX_ADMITTED : limit - used);
+  if (flagged && limit !== null) {
+    const woken = lock.popKind(limit, limit === 0 ? MAX_ADMITTED : limit - used);
     for (const owner of woken) lock.holds.set(owner, { expiresAt: now() + handOn.reservation, grant: null });
     if (woken.length > 0) {
       const next = lock.following();
@@ -76,7 +77,6 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
 
 /** lua/acquire-shared.lua. */
 export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquireReply {
-  const kind = `^${r.limit}`;
   const held = lock.lease;
   const reserved = lock.reservation;
   const take = (mark: Lease): SharedAcquireReply => {
@@ -88,7 +88,7 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
   };
   const fresh = (expiresAt: number, flagged: boolean): Lease => {
     lock.holds.clear();
-    const mark = { owner: kind, expiresAt, flagged };
+    const mark = { value: encodeLockValue(sharedBy(r.limit, flagged)), expiresAt };
     lock.hold(mark);
     return mark;
   };
@@ -96,7 +96,8 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
   // Held exclusively (a mutex, an exclusive hold, a job's run): a semaphore is another kind of lock.
   if (r.limit > 0 && held !== undefined && !isShared(held)) return { acquired: false, heldAs: -1 };
   if (isShared(held)) {
-    if (held.owner !== kind) return { acquired: false, heldAs: heldLimit(held) as number };
+    const limit = heldLimit(held) as number;
+    if (limit !== r.limit) return { acquired: false, heldAs: limit };
     const mine = lock.holds.get(r.owner);
     if (mine && mine.expiresAt > now()) {
       // A hold already this owner's (a re-sent call), or a permit a hand-off reserved for it.
@@ -111,11 +112,12 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
       const first = Math.min(...[...lock.holds.values()].map((h) => h.expiresAt));
       if (Number.isFinite(first)) wait = Math.max(0, Math.ceil(first - now()));
     }
-  } else if (!held && reserved && reservedFor(reserved, r.owner)) {
+  } else if (!held && reserved && reservedAmong(reserved, r.owner)) {
     // The lock reserved for shared waiters, this one among them: theirs now, each of the others
     // keeping its reservation until it comes.
-    const mark = fresh(now() + Math.max(r.ttl, wait), reserved.flagged);
-    for (const owner of reserved.owner.split(' ')) {
+    const { flagged, reserved: waiters } = readLease(reserved);
+    const mark = fresh(now() + Math.max(r.ttl, wait), flagged);
+    for (const owner of waiters) {
       if (owner !== r.owner) lock.holds.set(owner, { expiresAt: now() + wait, grant: null });
     }
     return take(mark);
@@ -126,7 +128,7 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     const handed = lock.reservation;
     wait = handed ? left(handed) : -2;
   }
-  if (r.queue) lock.enqueue(r.owner, r.waiterLease, kind);
+  if (r.queue) lock.enqueue(r.owner, r.waiterLease, r.limit);
   return { acquired: false, pttl: wait };
 }
 
@@ -169,10 +171,11 @@ export function leaveShared(lock: LockRecord, owner: string, handOn: HandOn): vo
   lock.unqueue(owner);
   const held = lock.lease;
   const reserved = lock.reservation;
-  if (!held && reserved && reservedFor(reserved, owner)) {
-    const rest = reserved.owner.split(' ').filter((w) => w !== owner);
+  if (!held && reserved && reservedAmong(reserved, owner)) {
+    const value = readLease(reserved);
+    const rest = value.reserved.filter((w) => w !== owner);
     if (rest.length === 0) lock.handOn(handOn);
-    else lock.reserve({ ...reserved, owner: rest.join(' ') });
+    else lock.reserve({ ...reserved, value: encodeLockValue(reservedFor(rest, value.flagged)) });
     return;
   }
   const mine = lock.holds.get(owner);
@@ -186,7 +189,7 @@ export function leaveShared(lock: LockRecord, owner: string, handOn: HandOn): vo
 export function inspectShared(lock: LockRecord): SharedState {
   const held = lock.lease;
   const reservation = lock.reservation;
-  const reserved = !held && reservation ? reservation.owner.split(' ') : [];
+  const reserved = !held && reservation ? [...readLease(reservation).reserved] : [];
   if (!isShared(held)) return { mode: held ? 'exclusive' : 'free', limit: null, holds: [], reserved };
   const at = now();
   const holds: SharedHold[] = [];
@@ -195,6 +198,6 @@ export function inspectShared(lock: LockRecord): SharedState {
     if (hold.grant === null) reserved.push(owner);
     else holds.push({ owner, pttl: Math.max(0, Math.ceil(hold.expiresAt - at)), ...hold.grant });
   }
-  const limit = Number(held.owner.slice(1));
+  const limit = heldLimit(held) as number;
   return { mode: limit === 0 ? 'shared' : 'semaphore', limit: limit === 0 ? null : limit, holds, reserved };
 }
