@@ -10,6 +10,7 @@
  * lost while held, more holders at once than the kind of lock allows, or a fencing token that went
  * back stops the whole bench with an error. Nothing is retried and nothing is left out quietly.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, platform, release } from 'node:os';
 import { join } from 'node:path';
@@ -64,7 +65,9 @@ const MEASUREMENTS = [
 const ROWS = [
   ['mutex-serial', 'cyclesPerSec', 'mutex, serial: acquire + release cycles/s', 0],
   ['mutex-serial', 'acquireP50', 'mutex, serial: acquire p50 ms', 2],
+  ['mutex-serial', 'cpuPerGrant', 'mutex, serial: node CPU µs per cycle', 0],
   ['mutex-contended', 'grantsPerSec', `mutex, ${WORKERS} workers holding ${HOLD_MS} ms: grants/s`, 0],
+  ['mutex-contended', 'cpuPerGrant', `mutex, ${WORKERS} workers: node CPU µs per grant`, 0],
   ['semaphore-serial', 'cyclesPerSec', `semaphore (limit ${LIMIT}), serial: cycles/s`, 0],
   ['semaphore-serial', 'acquireP50', `semaphore (limit ${LIMIT}), serial: acquire p50 ms`, 2],
   [
@@ -75,6 +78,7 @@ const ROWS = [
   ],
   ['semaphore-contended', 'meanHeld', `semaphore, ${WORKERS} workers: mean permits held (of ${LIMIT})`, 2],
   ['semaphore-contended', 'waitP99', `semaphore, ${WORKERS} workers: wait p99 ms`, 1],
+  ['semaphore-contended', 'cpuPerGrant', `semaphore, ${WORKERS} workers: node CPU µs per grant`, 0],
   ['shared-serial', 'cyclesPerSec', 'read-write lock, shared, serial: cycles/s', 0],
   ['shared-serial', 'acquireP50', 'read-write lock, shared, serial: acquire p50 ms', 2],
   [
@@ -86,6 +90,7 @@ const ROWS = [
   ['rwlock-mixed', 'writesPerSec', 'read-write lock, mixed: of which writes/s', 0],
   ['rwlock-mixed', 'meanHeld', 'read-write lock, mixed: mean holders', 2],
   ['rwlock-mixed', 'writerWaitP99', 'read-write lock, mixed: writer wait p99 ms', 1],
+  ['rwlock-mixed', 'cpuPerGrant', 'read-write lock, mixed: node CPU µs per grant', 0],
 ];
 
 /** A run that saw what must not happen: the bench stops with it. */
@@ -122,6 +127,12 @@ async function releaseHeld(lock, where) {
   }
 }
 
+/** µs of CPU this process (leasehold and its client) spent since `since` (a process.cpuUsage()). */
+function cpuMicros(since) {
+  const { user, system } = process.cpuUsage(since);
+  return user + system;
+}
+
 /** One loop on one name for `ms`: cycles, cycles/s and acquire latency; tokens must go up. */
 async function cycles(lh, kind, ms) {
   const latencies = new Samples();
@@ -149,8 +160,9 @@ async function serial(open, ms, kind) {
   const { lh, troubles, close } = await open();
   try {
     await cycles(lh, kind, warmupMs(ms));
+    const cpu = process.cpuUsage();
     const result = await cycles(lh, kind, ms);
-    return { ...result, troubles };
+    return { ...result, cpuPerGrant: cpuMicros(cpu) / result.grants, troubles };
   } finally {
     await close();
   }
@@ -237,7 +249,9 @@ async function contended(open, ms, ruleName, roles) {
   const { lh, troubles, close } = await open();
   try {
     await contest(lh, warmupMs(ms), rule, roles);
+    const cpu = process.cpuUsage();
     const c = await contest(lh, ms, rule, roles);
+    const cpuPerGrant = cpuMicros(cpu) / c.grants;
     const seconds = ms / 1000;
     const inWindow = c.perWorker.reduce((a, b) => a + b, 0);
     const result = {
@@ -246,6 +260,7 @@ async function contended(open, ms, ruleName, roles) {
       meanHeld: c.meanHeld,
       most: c.most,
       fewestPerWorker: Math.min(...c.perWorker),
+      cpuPerGrant,
       waitP50: c.waits.get(roles[0][0]).percentile(50),
       waitP99: c.waits.get(roles[0][0]).percentile(99),
       troubles,
@@ -315,9 +330,38 @@ async function startBackends() {
   return { backends, stop: () => Promise.all(started.map((s) => s.stop())) };
 }
 
+/** When, what and on what machine, in one line. */
+function heading(meta) {
+  const load = (values) => values.map((l) => l.toFixed(1)).join(', ');
+  return (
+    `${meta.date}; leasehold ${meta.leasehold}; ${meta.machine}; load average ${load(meta.loadavg.before)} ` +
+    `before, ${load(meta.loadavg.after)} after; ${meta.rounds} rounds of ${meta.durationMs} ms per measurement, ` +
+    `${meta.elapsedSeconds} s in all.`
+  );
+}
+
+/** The commit measured, and whether src/ had changes beyond it (the build is of the working tree). */
+function revision() {
+  try {
+    const git = (...args) =>
+      execFileSync('git', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const dirty = git('status', '--porcelain', 'src') !== '';
+    return `${git('rev-parse', '--short', 'HEAD')}${dirty ? ' + uncommitted src changes' : ''}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
 function format(value, digits) {
   if (typeof value !== 'number' || !Number.isFinite(value)) return 'n/a';
   return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+function shuffled(items) {
+  return items
+    .map((item) => [Math.random(), item])
+    .sort(([a], [b]) => a - b)
+    .map(([, item]) => item);
 }
 
 /** The table: a row per figure, a column per backend, each cell its median over the rounds and ÷ Redis's. */
@@ -349,8 +393,8 @@ function table(summary, backends) {
 function parseOptions() {
   const { values } = parseArgs({
     options: {
-      rounds: { type: 'string', default: '3' },
-      duration: { type: 'string', default: '1000' },
+      rounds: { type: 'string', default: '5' },
+      duration: { type: 'string', default: '700' },
       out: { type: 'string', default: new URL('./results/', import.meta.url).pathname },
     },
   });
@@ -373,9 +417,10 @@ async function main() {
   );
   try {
     for (let round = 1; round <= options.rounds; round++) {
-      for (const measurement of MEASUREMENTS) {
-        // Each measurement starts at another backend, so that none always runs first or last.
-        const from = (round + MEASUREMENTS.indexOf(measurement)) % backends.length;
+      // A fresh order each round, of the measurements and of the backends within each: a busy
+      // moment of the machine then falls on a different run each time, and the median sets it aside.
+      for (const measurement of shuffled(MEASUREMENTS)) {
+        const from = Math.floor(Math.random() * backends.length);
         for (const backend of [...backends.slice(from), ...backends.slice(0, from)]) {
           const where = `[round ${round}/${options.rounds}] ${backend.name}, ${measurement.name}`;
           let result;
@@ -416,6 +461,7 @@ async function main() {
   const meta = {
     date: new Date().toISOString(),
     machine: `${cpus()[0]?.model.trim() ?? 'unknown'}, ${cpus().length} cores, ${platform()} ${release()}, Node ${process.version}`,
+    leasehold: revision(),
     loadavg: { before: loadBefore, after: loadavg() },
     rounds: options.rounds,
     durationMs: options.duration,
@@ -424,14 +470,7 @@ async function main() {
   const md = table(summary, backends);
   mkdirSync(options.out, { recursive: true });
   writeFileSync(join(options.out, 'backends.json'), `${JSON.stringify({ ...meta, summary, runs }, null, 2)}\n`);
-  writeFileSync(
-    join(options.out, 'backends.md'),
-    `# Each kind of lock on each backend\n\n${meta.date}; ${meta.machine}; load average ${meta.loadavg.before
-      .map((l) => l.toFixed(1))
-      .join(
-        ', ',
-      )} before, ${meta.loadavg.after.map((l) => l.toFixed(1)).join(', ')} after; ${meta.rounds} rounds of ${meta.durationMs} ms per measurement, ${meta.elapsedSeconds} s in all.\n\n${md}`,
-  );
+  writeFileSync(join(options.out, 'backends.md'), `# Each kind of lock on each backend\n\n${heading(meta)}\n\n${md}`);
   process.stdout.write(md);
   log(`${meta.elapsedSeconds} s; wrote ${join(options.out, 'backends.json')} and backends.md`);
 }
