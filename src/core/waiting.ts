@@ -2,6 +2,7 @@ import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
 import { channels } from './diagnostics.js';
 import type { HandOff, HandOffGrant } from './engine.js';
+import { Retrying } from './retrying.js';
 
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
@@ -25,6 +26,8 @@ export type Subscribe = (onHandOff: (handOff: HandOff) => void) => Promise<() =>
 
 const ANYONE: HandOff = Object.freeze({ woken: null, next: [] });
 
+const settled = (): void => undefined;
+
 export interface WaitPolicy {
   /** ms a release reserves the lock for the waiter it woke. */
   readonly reservation: number;
@@ -40,8 +43,8 @@ class Queue {
   subscribing: Promise<void> | undefined;
   /** Monotonic time the subscription went live; undefined while it is not. */
   liveAt: number | undefined;
-  retry: ReturnType<typeof setTimeout> | undefined;
-  retryDelay: number = DEFAULTS.resubscribeDelay;
+  /** Subscribes, and subscribes again after a failure while waiters remain. */
+  subscription: Retrying | undefined;
   linger: ReturnType<typeof setTimeout> | undefined;
   readonly #lapse: number;
 
@@ -263,43 +266,34 @@ export class WaitQueues {
 
   /** Subscribe `queue` to its release channel; on failure, try again (backing off) while it has waiters. */
   #subscribe(name: string, queue: Queue, subscribe: Subscribe): void {
-    queue.subscribing = subscribe((handOff) => {
+    const onHandOff = (handOff: HandOff) => {
       if (channels.handoff.hasSubscribers) channels.handoff.publish({ name, ...handOff });
       queue.deliver(handOff);
-    }).then(
-      (unsubscribe) => {
-        if (this.#queues.get(name) !== queue || this.#closed) {
-          unsubscribe();
-          return;
-        }
-        queue.unsubscribe = unsubscribe;
-        queue.liveAt = now();
-        queue.retryDelay = DEFAULTS.resubscribeDelay;
+    };
+    queue.subscription = new Retrying({
+      attempt: () => {
+        const trying = subscribe(onHandOff).then((unsubscribe) => {
+          if (this.#queues.get(name) !== queue || this.#closed) {
+            unsubscribe();
+            return;
+          }
+          queue.unsubscribe = unsubscribe;
+          queue.liveAt = now();
+        });
+        queue.subscribing = trying.then(settled, settled);
+        return trying;
       },
-      (error: unknown) => {
-        this.#policy.onError(error);
-        if (this.#queues.get(name) !== queue || this.#closed) return;
-        if (queue.waiters.length === 0) {
-          this.#queues.delete(name);
-          return;
-        }
-        const delay = queue.retryDelay;
-        queue.retryDelay = Math.min(delay * 2, DEFAULTS.maxPark);
-        queue.retry = setTimeout(() => {
-          queue.retry = undefined;
-          if (this.#queues.get(name) === queue && queue.waiters.length > 0) this.#subscribe(name, queue, subscribe);
-        }, delay);
-        queue.retry.unref();
-      },
-    );
+      onError: this.#policy.onError,
+      going: () => this.#queues.get(name) === queue && !this.#closed && queue.waiters.length > 0,
+    });
+    queue.subscription.start();
   }
 
   #drop(name: string, queue: Queue): void {
     if (queue.linger) clearTimeout(queue.linger);
     queue.linger = undefined;
     if (queue.waiters.length > 0 || this.#queues.get(name) !== queue) return;
-    if (queue.retry) clearTimeout(queue.retry);
-    queue.retry = undefined;
+    queue.subscription?.stop();
     this.#queues.delete(name);
     queue.liveAt = undefined;
     queue.unsubscribe?.();
