@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Leasehold } from '../dist/index.js';
-import { closeAll, connect, connectAdmin } from './clients.mjs';
+import { closeAll, commandsSent, connect, connectAdmin } from './clients.mjs';
 import { LOCK_OPTIONS, now, warmupMs } from './harness.mjs';
 import { startRedis } from './server.mjs';
 import { median, Samples } from './stats.mjs';
@@ -66,10 +66,13 @@ const ROWS = [
   ['mutex-serial', 'cyclesPerSec', 'mutex, serial: acquire + release cycles/s', 0],
   ['mutex-serial', 'acquireP50', 'mutex, serial: acquire p50 ms', 2],
   ['mutex-serial', 'cpuPerGrant', 'mutex, serial: node CPU µs per cycle', 0],
+  ['mutex-serial', 'callsPerGrant', 'mutex, serial: calls to the backend per cycle', 2],
   ['mutex-contended', 'grantsPerSec', `mutex, ${WORKERS} workers holding ${HOLD_MS} ms: grants/s`, 0],
   ['mutex-contended', 'cpuPerGrant', `mutex, ${WORKERS} workers: node CPU µs per grant`, 0],
+  ['mutex-contended', 'callsPerGrant', `mutex, ${WORKERS} workers: calls per grant`, 2],
   ['semaphore-serial', 'cyclesPerSec', `semaphore (limit ${LIMIT}), serial: cycles/s`, 0],
   ['semaphore-serial', 'acquireP50', `semaphore (limit ${LIMIT}), serial: acquire p50 ms`, 2],
+  ['semaphore-serial', 'callsPerGrant', `semaphore (limit ${LIMIT}), serial: calls per cycle`, 2],
   [
     'semaphore-contended',
     'grantsPerSec',
@@ -79,8 +82,10 @@ const ROWS = [
   ['semaphore-contended', 'meanHeld', `semaphore, ${WORKERS} workers: mean permits held (of ${LIMIT})`, 2],
   ['semaphore-contended', 'waitP99', `semaphore, ${WORKERS} workers: wait p99 ms`, 1],
   ['semaphore-contended', 'cpuPerGrant', `semaphore, ${WORKERS} workers: node CPU µs per grant`, 0],
+  ['semaphore-contended', 'callsPerGrant', `semaphore, ${WORKERS} workers: calls per grant`, 2],
   ['shared-serial', 'cyclesPerSec', 'read-write lock, shared, serial: cycles/s', 0],
   ['shared-serial', 'acquireP50', 'read-write lock, shared, serial: acquire p50 ms', 2],
+  ['shared-serial', 'callsPerGrant', 'read-write lock, shared, serial: calls per cycle', 2],
   [
     'rwlock-mixed',
     'grantsPerSec',
@@ -91,6 +96,7 @@ const ROWS = [
   ['rwlock-mixed', 'meanHeld', 'read-write lock, mixed: mean holders', 2],
   ['rwlock-mixed', 'writerWaitP99', 'read-write lock, mixed: writer wait p99 ms', 1],
   ['rwlock-mixed', 'cpuPerGrant', 'read-write lock, mixed: node CPU µs per grant', 0],
+  ['rwlock-mixed', 'callsPerGrant', 'read-write lock, mixed: calls per grant', 2],
 ];
 
 /** A run that saw what must not happen: the bench stops with it. */
@@ -113,6 +119,7 @@ async function openLeasehold(backend) {
   return {
     lh,
     troubles,
+    counters: backend.counters,
     async close() {
       await lh.close();
       await opened.close();
@@ -131,6 +138,13 @@ async function releaseHeld(lock, where) {
 function cpuMicros(since) {
   const { user, system } = process.cpuUsage(since);
   return user + system;
+}
+
+/** Calls to the backend (and, on etcd, raft proposals) per grant between two readings of its counters. */
+function perGrant(before, after, grants) {
+  const result = { callsPerGrant: (after.calls - before.calls) / grants };
+  if (after.proposals !== undefined) result.proposalsPerGrant = (after.proposals - before.proposals) / grants;
+  return result;
 }
 
 /** One loop on one name for `ms`: cycles, cycles/s and acquire latency; tokens must go up. */
@@ -157,12 +171,14 @@ async function cycles(lh, kind, ms) {
 }
 
 async function serial(open, ms, kind) {
-  const { lh, troubles, close } = await open();
+  const { lh, troubles, counters, close } = await open();
   try {
     await cycles(lh, kind, warmupMs(ms));
+    const before = await counters();
     const cpu = process.cpuUsage();
     const result = await cycles(lh, kind, ms);
-    return { ...result, cpuPerGrant: cpuMicros(cpu) / result.grants, troubles };
+    const cpuPerGrant = cpuMicros(cpu) / result.grants;
+    return { ...result, cpuPerGrant, ...perGrant(before, await counters(), result.grants), troubles };
   } finally {
     await close();
   }
@@ -246,12 +262,14 @@ async function contest(lh, ms, rule, roles) {
 
 async function contended(open, ms, ruleName, roles) {
   const rule = RULES[ruleName];
-  const { lh, troubles, close } = await open();
+  const { lh, troubles, counters, close } = await open();
   try {
     await contest(lh, warmupMs(ms), rule, roles);
+    const before = await counters();
     const cpu = process.cpuUsage();
     const c = await contest(lh, ms, rule, roles);
     const cpuPerGrant = cpuMicros(cpu) / c.grants;
+    const counted = perGrant(before, await counters(), c.grants);
     const seconds = ms / 1000;
     const inWindow = c.perWorker.reduce((a, b) => a + b, 0);
     const result = {
@@ -261,6 +279,7 @@ async function contended(open, ms, ruleName, roles) {
       most: c.most,
       fewestPerWorker: Math.min(...c.perWorker),
       cpuPerGrant,
+      ...counted,
       waitP50: c.waits.get(roles[0][0]).percentile(50),
       waitP99: c.waits.get(roles[0][0]).percentile(99),
       troubles,
@@ -287,7 +306,9 @@ async function startBackends() {
     const client = await connect(port);
     return { client, close: () => closeAll([client]) };
   };
-  backends.push({ name: 'Redis', connect: redisClient(redis.port), options: {} });
+  // Commands sent by this process's ioredis clients, as clients.mjs counts them.
+  const redisCounters = async () => ({ calls: commandsSent() });
+  backends.push({ name: 'Redis', connect: redisClient(redis.port), options: {}, counters: redisCounters });
   const primary = await startRedis();
   started.push(primary);
   const replica = await startRedis({ replicaOf: primary.port });
@@ -302,10 +323,18 @@ async function startBackends() {
     name: 'Redis, replicas: 1',
     connect: redisClient(primary.port),
     options: { replicas: 1, replicaTimeout: 1_000 },
+    counters: redisCounters,
   });
   const postgresUrl = process.env.BENCH_POSTGRES_URL;
   if (postgresUrl) {
     const { default: pg } = await import('pg');
+    // Statements sent by every pg client of this process (the pool's and the listening one).
+    let statements = 0;
+    const query = pg.Client.prototype.query;
+    pg.Client.prototype.query = function countedQuery(...args) {
+      statements++;
+      return query.apply(this, args);
+    };
     backends.push({
       name: 'PostgreSQL',
       connect: async () => {
@@ -313,6 +342,7 @@ async function startBackends() {
         return { client: pool, close: () => pool.end() };
       },
       options: {},
+      counters: async () => ({ calls: statements }),
     });
   }
   const etcdUrls = process.env.BENCH_ETCD_URLS?.split(',').filter(Boolean);
@@ -325,6 +355,7 @@ async function startBackends() {
         return { client, close: async () => client.close() };
       },
       options: {},
+      counters: () => etcdCounters(etcdUrls),
     });
   }
   return { backends, stop: () => Promise.all(started.map((s) => s.stop())) };
@@ -357,6 +388,21 @@ function format(value, digits) {
   return value.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
+/**
+ * From every member's /metrics: gRPC messages received (a unary call is one; a watch created or
+ * cancelled, a keepalive, one each on their streams) summed over members, and raft proposals
+ * committed (the cluster's count: the highest any member reports).
+ */
+async function etcdCounters(urls) {
+  const texts = await Promise.all(urls.map(async (url) => (await fetch(`${url}/metrics`)).text()));
+  const sum = (text, name) =>
+    [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce((n, m) => n + Number(m[1]), 0);
+  return {
+    calls: texts.reduce((n, text) => n + sum(text, 'grpc_server_msg_received_total'), 0),
+    proposals: Math.max(...texts.map((text) => sum(text, 'etcd_server_proposals_committed_total'))),
+  };
+}
+
 function shuffled(items) {
   return items
     .map((item) => [Math.random(), item])
@@ -385,6 +431,14 @@ function table(summary, backends) {
     return `${s['mutex-contended'].mostMax} / ${s['semaphore-contended'].mostMax} / ${s['rwlock-mixed'].mostMax}`;
   });
   lines.push(`| most holders at once, worst round: mutex / semaphore / mixed | ${checks.join(' | ')} |`);
+  const proposals = names.map((name) => {
+    const s = summary[name];
+    const of = (m) => format(s[m].proposalsPerGrant, 2);
+    return s['mutex-serial'].proposalsPerGrant === undefined
+      ? '–'
+      : `${of('mutex-serial')} / ${of('semaphore-contended')} / ${of('rwlock-mixed')}`;
+  });
+  lines.push(`| raft proposals per grant: mutex serial / semaphore / mixed | ${proposals.join(' | ')} |`);
   const grants = names.map((name) => format(summary[name].grants, 0));
   lines.push(`| grants counted and checked, all runs | ${grants.join(' | ')} |`);
   return `${lines.join('\n')}\n`;
