@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import type { Leasehold } from '../../src/index.js';
 import { listenersOf } from '../../src/store/postgres/listener.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
-import { channelOf } from '../../src/store/postgres/queries.js';
+import { channelOf, statements } from '../../src/store/postgres/queries.js';
+import { schemaNames } from '../../src/store/postgres/schema.js';
 import { freePort, randomPrefix, waitFor } from '../harness/index.js';
 import { makeTempDir, ServerProcess } from '../harness/process.js';
 import { postgresFixture } from './fixture.js';
@@ -20,6 +21,8 @@ import { postgresFixture } from './fixture.js';
  */
 
 const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((path) => existsSync(path));
+const HAND_ON = { reservation: 250, announce: false } as const;
+const REQUEST = { ttl: 5_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 } as const;
 
 /** PgBouncer refuses to run as root: as root it runs as the user the PostgreSQL servers run as. */
 function identity(): { uid: number; gid: number } | undefined {
@@ -63,8 +66,8 @@ class PgBouncer extends ServerProcess {
   }
 }
 
-/** A bouncer in transaction mode in front of `serverPort`, with two server connections for all its clients. */
-async function startPgBouncer(serverPort: number): Promise<PgBouncer> {
+/** A bouncer in transaction mode in front of `serverPort`, with `connections` server connections for all its clients. */
+async function startPgBouncer(serverPort: number, connections = 2): Promise<PgBouncer> {
   const dir = makeTempDir('leasehold-pgbouncer-');
   const port = await freePort();
   const ini = `[databases]
@@ -76,7 +79,7 @@ listen_port = ${port}
 unix_socket_dir =
 auth_type = any
 pool_mode = transaction
-default_pool_size = 2
+default_pool_size = ${connections}
 max_client_conn = 200
 logfile = ${join(dir, 'pgbouncer.log')}
 pidfile = ${join(dir, 'pgbouncer.pid')}
@@ -92,8 +95,8 @@ pidfile = ${join(dir, 'pgbouncer.pid')}
 describe.skipIf(PGBOUNCER === undefined)('PostgreSQL through PgBouncer in transaction mode', () => {
   const db = postgresFixture();
 
-  async function bouncer(): Promise<PgBouncer> {
-    const b = await startPgBouncer(db.server.port);
+  async function bouncer(connections?: number): Promise<PgBouncer> {
+    const b = await startPgBouncer(db.server.port, connections);
     db.later(() => b.stop());
     return b;
   }
@@ -142,6 +145,47 @@ describe.skipIf(PGBOUNCER === undefined)('PostgreSQL through PgBouncer in transa
     expect(performance.now() - releasedAt).toBeLessThan(1_500);
     expect(await a.runOnce('job', () => 'ran', { tick: 1_000 })).toEqual({ ran: true, value: 'ran' });
     expect(await w.runOnce('job', () => 'ran', { tick: 1_000 })).toEqual({ ran: false, reason: 'already-ran' });
+  });
+
+  it('named statements the bouncer does not keep: the first refusal, doubled or missing, switches a store to unnamed ones, and every call answers as it should', async () => {
+    // One server connection for every client: a name one client prepared is there for the others.
+    const b = await bouncer(1);
+    const prefix = randomPrefix();
+    const sent = new Map<pg.Client, Array<string | undefined>>();
+    const through = async () => {
+      const client = new pg.Client({ connectionString: b.url });
+      client.on('error', () => {});
+      await client.connect();
+      db.later(() => client.end());
+      const query = client.query.bind(client) as (config: { name?: string }) => Promise<unknown>;
+      const names: Array<string | undefined> = [];
+      (client as unknown as { query: typeof query }).query = (config) => {
+        names.push(config.name);
+        return query(config);
+      };
+      sent.set(client, names);
+      return client;
+    };
+    const [ca, cb, other] = [await through(), await through(), await through()];
+    const [a, w] = [ca, cb].map((c) => {
+      const s = new PostgresStore(c, { prefix });
+      db.later(() => s.close());
+      return s;
+    }) as [PostgresStore, PostgresStore];
+    const acquireName = statements(schemaNames(prefix)).acquire.name;
+    expect(await a.acquire('x', { ...REQUEST, owner: 'a' })).toMatchObject({ acquired: true });
+    // w's Parse of a name the server connection has already: refused (42P05), sent again unnamed.
+    expect(await w.acquire('x', { ...REQUEST, owner: 'w' })).toMatchObject({ acquired: false });
+    expect(await w.release('x', 'w', HAND_ON)).toBe('not-owner');
+    expect(sent.get(cb)?.filter((name) => name !== undefined)).toEqual([acquireName]);
+    // The server connection forgets a's statement: a's next Bind names one that is missing (26000).
+    await other.query({ text: 'DEALLOCATE ALL' });
+    expect(await a.acquire('x', { ...REQUEST, owner: 'a' })).toMatchObject({ acquired: true });
+    expect(await a.extend('x', 'a', 5_000)).toBe('extended');
+    expect(await a.release('x', 'a', HAND_ON)).toBe('released');
+    expect(await w.acquire('x', { ...REQUEST, owner: 'w' })).toMatchObject({ acquired: true });
+    expect(await w.release('x', 'w', HAND_ON)).toBe('released');
+    expect(sent.get(ca)?.filter((name) => name !== undefined)).toEqual([acquireName, acquireName]);
   });
 
   it('without a direct listening session, LISTEN through the bouncer is not to be relied on: waiters still get the lock, by their timers', async () => {

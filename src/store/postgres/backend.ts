@@ -24,34 +24,64 @@ export interface PostgresSetup {
    * Default true; false for a role that may not create them (run `migrationSql(prefix)` beforehand).
    */
   readonly migrate?: boolean | undefined;
+  /**
+   * Send the lock and job calls as named prepared statements, each parsed once per connection.
+   * Default true. Through a pooler in transaction mode that does not keep them (PgBouncer before
+   * 1.21, or without `max_prepared_statements`) the first refusal switches the store to unnamed
+   * statements; false sends them unnamed from the start.
+   */
+  readonly preparedStatements?: boolean | undefined;
 }
 
 /** What `new Leasehold(…)` takes for PostgreSQL: a pg Pool, a pg Client, or either with settings. */
 export type PostgresBackend = PgPoolBackend | PgClientBackend | PostgresSetup;
 
-function isSetup(input: unknown): input is { postgres: unknown; listen?: unknown; migrate?: unknown } {
+interface Setup {
+  postgres: unknown;
+  listen?: unknown;
+  migrate?: unknown;
+  preparedStatements?: unknown;
+}
+
+function isSetup(input: unknown): input is Setup {
   return typeof input === 'object' && input !== null && isPg((input as { postgres?: unknown }).postgres);
 }
 
-function setupOf(input: unknown): { db: PgBackend; listen: PgBackend | undefined; migrate: boolean } {
-  if (isPg(input)) return { db: input, listen: undefined, migrate: true };
+interface Settings {
+  db: PgBackend;
+  listen: PgBackend | undefined;
+  migrate: boolean;
+  preparedStatements: boolean;
+}
+
+function setupOf(input: unknown): Settings {
+  if (isPg(input)) return { db: input, listen: undefined, migrate: true, preparedStatements: true };
   if (!isSetup(input)) throw new TypeError('not a pg pool or client');
-  const { postgres, listen, migrate } = input;
+  const { postgres, listen, migrate, preparedStatements } = input;
   if (listen !== undefined && !isPg(listen)) {
     throw invalidArgument(`\`listen\` must be a pg Pool or Client, got ${show(listen)}`);
   }
   if (migrate !== undefined && typeof migrate !== 'boolean') {
     throw invalidArgument(`\`migrate\` must be a boolean, got ${show(migrate)}`);
   }
-  return { db: postgres as PgBackend, listen, migrate: migrate ?? true };
+  if (preparedStatements !== undefined && typeof preparedStatements !== 'boolean') {
+    throw invalidArgument(`\`preparedStatements\` must be a boolean, got ${show(preparedStatements)}`);
+  }
+  return {
+    db: postgres as PgBackend,
+    listen,
+    migrate: migrate ?? true,
+    preparedStatements: preparedStatements ?? true,
+  };
 }
 
 export const postgresBackend: BackendEntry = {
   describe: 'a pg Pool or Client',
   detect: (input) => isPg(input) || isSetup(input),
   create: (input, { prefix, onError }) => {
-    const { db, listen, migrate } = setupOf(input);
-    const store = new PostgresStore(db, { prefix: checkPrefix(prefix), onError, listen, migrate });
+    const { db, listen, migrate, preparedStatements } = setupOf(input);
+    const options = { prefix: checkPrefix(prefix), onError, listen, migrate, preparedStatements };
+    const store = new PostgresStore(db, options);
     return { store, owned: true };
   },
 };

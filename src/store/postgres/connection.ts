@@ -29,9 +29,16 @@ export interface PgNotification {
   readonly payload?: string | undefined;
 }
 
+/** A statement as pg's query() takes it: with a name, pg prepares it once per connection. */
+export interface QueryConfig {
+  readonly text: string;
+  readonly name?: string | undefined;
+  readonly values?: readonly unknown[] | undefined;
+}
+
 /** The members of pg's Client the store uses (the pool's clients are Clients too). */
 export interface PgClient {
-  query(config: { text: string; values?: readonly unknown[] }): Promise<{ rows: Row[] }>;
+  query(config: QueryConfig): Promise<{ rows: Row[] }>;
   on(event: 'notification', listener: (message: PgNotification) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
@@ -42,7 +49,7 @@ export interface PgClient {
 
 /** The members of pg's Pool the store uses. */
 export interface PgPool {
-  query(config: { text: string; values?: readonly unknown[] }): Promise<{ rows: Row[] }>;
+  query(config: QueryConfig): Promise<{ rows: Row[] }>;
   connect(): Promise<PgClient>;
   readonly options?: Readonly<Record<string, unknown>>;
   /** The Client class the pool makes its connections with (pg-pool). */

@@ -13,7 +13,7 @@ import {
   storeError,
 } from './connection.js';
 import { Listener } from './listener.js';
-import { channelOf, decodeHandOff, Reply, type Statements, statements } from './queries.js';
+import { channelOf, decodeHandOff, Reply, type Statement, type Statements, statements } from './queries.js';
 import { migrationSql, SCHEMA_VERSION, type SchemaNames, schemaNames } from './schema.js';
 
 export interface PostgresStoreOptions {
@@ -30,10 +30,24 @@ export interface PostgresStoreOptions {
   readonly listen?: PgBackend | undefined;
   /** Apply the migration on first use (checked with one read, run only when missing). Default true. */
   readonly migrate?: boolean | undefined;
+  /**
+   * Send the lock and job calls as named prepared statements, parsed once per connection. Default
+   * true. A pooler that does not keep them (PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`) refuses one, and from then on the store sends them unnamed; false
+   * sends them unnamed from the start.
+   */
+  readonly preparedStatements?: boolean | undefined;
 }
 
 /** SQLSTATEs of a schema that is not there: undefined table, undefined function. */
 const MISSING_SCHEMA = new Set(['42P01', '42883']);
+
+/**
+ * SQLSTATEs of a named statement the connection does not have (26000) or has already (42P05): a
+ * pooler moved the session's statements between server connections. Either is raised before the
+ * statement runs, so sending it again unnamed is safe.
+ */
+const NOT_PREPARED = new Set(['26000', '42P05']);
 
 const RELEASE_REPLIES: readonly Port.ReleaseReply[] = ['released', 'expired', 'not-owner'];
 const EXTEND_REPLIES: readonly Port.ExtendReply[] = ['extended', 'expired', 'not-owner'];
@@ -67,17 +81,25 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   readonly #onError: (error: unknown) => void;
   readonly #listenOn: PgBackend;
   #ready: Promise<void> | undefined;
+  /** The schema was found or made: calls go straight to their statement. */
+  #prepared = false;
+  /** Named prepared statements are sent (until a pooler refuses one). */
+  #named: boolean;
   #lastError: unknown;
   #listener: Listener | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
 
-  constructor(db: PgBackend, { prefix, onError = () => {}, listen, migrate = true }: PostgresStoreOptions) {
+  constructor(
+    db: PgBackend,
+    { prefix, onError = () => {}, listen, migrate = true, preparedStatements = true }: PostgresStoreOptions,
+  ) {
     // A pool and a client both run a statement with query({ text, values }).
     this.#db = db as unknown as PgPool;
     this.#prefix = prefix;
     this.#names = schemaNames(prefix);
     this.#sql = statements(this.#names);
     this.#migrate = migrate;
+    this.#named = preparedStatements;
     this.#onError = onError;
     this.#listenOn = listen ?? db;
     checkListenPool(db, this.#listenOn);
@@ -106,11 +128,12 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   /** The schema, checked once (one read) and created when missing; a failed check is tried again on the next call. */
   #prepare(): Promise<void> {
     this.#ready ??= (async () => {
-      if (!this.#migrate) return;
-      const { rows } = await this.#db.query({ text: this.#sql.version, values: [this.#names.locks] });
-      if (rows[0]?.version === SCHEMA_VERSION) return;
-      // One simple-protocol query: its statements run as one transaction.
-      await this.#db.query({ text: migrationSql(this.#prefix) });
+      if (this.#migrate) {
+        const { rows } = await this.#db.query({ text: this.#sql.version.text, values: [this.#names.locks] });
+        // One simple-protocol query: its statements run as one transaction.
+        if (rows[0]?.version !== SCHEMA_VERSION) await this.#db.query({ text: migrationSql(this.#prefix) });
+      }
+      this.#prepared = true;
     })().catch((error: unknown) => {
       this.#ready = undefined;
       if (isUnavailable(error)) this.#lastError = error;
@@ -119,25 +142,37 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return this.#ready;
   }
 
+  /** Send one statement, named while named ones are kept; a refused name sends it again unnamed, for good. */
+  #query(statement: Statement, values: readonly unknown[]): Promise<{ rows: Row[] }> {
+    const { name, text } = statement;
+    if (name === undefined || !this.#named) return this.#db.query({ text, values });
+    return this.#db.query({ name, text, values }).catch((error: unknown) => {
+      if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error;
+      this.#named = false;
+      return this.#db.query({ text, values });
+    });
+  }
+
   /** Run one statement and decode its rows: the one path of every call. */
   #call<T>(
     action: string,
-    text: string,
+    statement: Statement,
     values: readonly unknown[],
     decode: (rows: Row[], reply: Reply) => T,
   ): Promise<T> {
-    return this.#prepare()
-      .then(() => this.#db.query({ text, values }))
-      .then(
-        ({ rows }) => {
-          this.#lastError = undefined;
-          return decode(rows, new Reply(this.kind, action));
-        },
-        (error: unknown) => {
-          if (isUnavailable(error)) this.#lastError = error;
-          throw this.#error(action, error);
-        },
-      );
+    const sent = this.#prepared
+      ? this.#query(statement, values)
+      : this.#prepare().then(() => this.#query(statement, values));
+    return sent.then(
+      ({ rows }) => {
+        this.#lastError = undefined;
+        return decode(rows, new Reply(this.kind, action));
+      },
+      (error: unknown) => {
+        if (isUnavailable(error)) this.#lastError = error;
+        throw this.#error(action, error);
+      },
+    );
   }
 
   acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {

@@ -4,28 +4,43 @@ import { badReply, type Row } from './connection.js';
 import type { SchemaNames } from './schema.js';
 
 /**
+ * A statement the store sends. `name` is set on the statements of the lock and job calls: they are
+ * sent as named prepared statements, parsed once per connection. The name is a hash of the text, so
+ * one name never stands for two texts (two prefixes, two versions, two stores on one connection).
+ */
+export interface Statement {
+  readonly text: string;
+  readonly name?: string;
+}
+
+/**
  * Every statement the store sends, built once per prefix: each is one statement (a function of the
  * schema, or a read-only SELECT), so each is one transaction, and one round trip.
  */
 export interface Statements {
-  readonly version: string;
-  readonly acquire: string;
-  readonly release: string;
-  readonly extend: string;
-  readonly leave: string;
-  readonly inspect: string;
-  readonly forceRelease: string;
-  readonly queued: string;
-  readonly claimTick: string;
-  readonly finishTick: string;
-  readonly readJob: string;
-  readonly forgetJob: string;
-  readonly scan: string;
-  readonly acquireShared: string;
-  readonly extendShared: string;
-  readonly releaseShared: string;
-  readonly leaveShared: string;
-  readonly inspectShared: string;
+  readonly version: Statement;
+  readonly acquire: Statement;
+  readonly release: Statement;
+  readonly extend: Statement;
+  readonly leave: Statement;
+  readonly inspect: Statement;
+  readonly forceRelease: Statement;
+  readonly queued: Statement;
+  readonly claimTick: Statement;
+  readonly finishTick: Statement;
+  readonly readJob: Statement;
+  readonly forgetJob: Statement;
+  readonly scan: Statement;
+  readonly acquireShared: Statement;
+  readonly extendShared: Statement;
+  readonly releaseShared: Statement;
+  readonly leaveShared: Statement;
+  readonly inspectShared: Statement;
+}
+
+/** A statement sent as a named prepared statement: `leasehold_<action>_<hash of the text>`. */
+function named(action: string, text: string): Statement {
+  return { text, name: `leasehold_${action}_${createHash('sha256').update(text).digest('hex').slice(0, 20)}` };
 }
 
 /** ms from the statement's clock `c.t` until `until`, when it lies ahead; else NULL. */
@@ -36,45 +51,55 @@ export function statements(n: SchemaNames): Statements {
   const clock = '(SELECT clock_timestamp() AS t) c';
   const args = (count: number) => Array.from({ length: count }, (_, i) => `$${i + 1}`).join(', ');
   return {
-    version: `SELECT obj_description(to_regclass($1), 'pg_class') AS version`,
-    acquire: `SELECT acquired, value, held_as FROM ${n.fn.acquire}(${args(8)})`,
-    release: `SELECT ${n.fn.release}(${args(5)}) AS reply`,
-    extend: `SELECT ${n.fn.extend}(${args(3)}) AS reply`,
-    leave: `SELECT ${n.fn.leave}(${args(5)}) AS reply`,
-    forceRelease: `SELECT * FROM ${n.fn.forceRelease}(${args(4)})`,
-    claimTick: `SELECT code, token, value FROM ${n.fn.claimTick}(${args(8)})`,
-    finishTick: `SELECT code, remaining FROM ${n.fn.finishTick}(${args(10)})`,
-    inspect: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live, ${ahead('l.expires_at')} AS pttl,
+    version: { text: `SELECT obj_description(to_regclass($1), 'pg_class') AS version` },
+    acquire: named('acquire', `SELECT acquired, value, held_as FROM ${n.fn.acquire}(${args(8)})`),
+    release: named('release', `SELECT ${n.fn.release}(${args(5)}) AS reply`),
+    extend: named('extend', `SELECT ${n.fn.extend}(${args(3)}) AS reply`),
+    leave: named('leave', `SELECT ${n.fn.leave}(${args(5)}) AS reply`),
+    forceRelease: { text: `SELECT * FROM ${n.fn.forceRelease}(${args(4)})` },
+    claimTick: named('claim_tick', `SELECT code, token, value FROM ${n.fn.claimTick}(${args(8)})`),
+    finishTick: named('finish_tick', `SELECT code, remaining FROM ${n.fn.finishTick}(${args(10)})`),
+    inspect: {
+      text: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live, ${ahead('l.expires_at')} AS pttl,
   l.fence_until > c.t AS counted, l.fence, floor(extract(epoch FROM l.taken_at) * 1000)::bigint AS taken_at,
   l.instance, l.released_by
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
-    queued: `SELECT (SELECT count(*) FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t) AS count,
+    },
+    queued: {
+      text: `SELECT (SELECT count(*) FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t) AS count,
   ARRAY(SELECT w.owner FROM ${n.waiters} w WHERE w.name = $1 AND w.alive_until >= c.t ORDER BY w.arrival LIMIT $2) AS first,
   CASE WHEN l.reserved AND l.expires_at > c.t THEN split_part(l.owner, ' ', 1) END AS reserved,
   CASE WHEN l.reserved THEN ${ahead('l.expires_at')} END AS pttl
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
-    readJob: `SELECT coalesce(l.expires_at > c.t AND NOT l.reserved, false) AS held,
+    },
+    readJob: {
+      text: `SELECT coalesce(l.expires_at > c.t AND NOT l.reserved, false) AS held,
   CASE WHEN l.fence_until > c.t THEN l.fence ELSE 0 END AS fence, l.tick,
   (SELECT coalesce(json_agg(json_build_object('fence', r.fence::text, 'tick', r.tick::text, 'instance', r.instance,
       'startedAt', r.started_at::text, 'finishedAt', r.finished_at::text, 'outcome', r.outcome, 'error', r.error)
     ORDER BY r.fence DESC), '[]')::text
    FROM (SELECT * FROM ${n.runs} WHERE name = $1 ORDER BY fence DESC LIMIT $2) r) AS runs
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
-    forgetJob: `SELECT ${n.fn.forgetJob}($1)`,
-    acquireShared: `SELECT code, value FROM ${n.fn.acquireShared}(${args(11)})`,
-    extendShared: `SELECT ${n.fn.extendShared}(${args(3)}) AS reply`,
-    releaseShared: `SELECT ${n.fn.releaseShared}(${args(5)}) AS reply`,
-    leaveShared: `SELECT ${n.fn.leaveShared}(${args(5)}) AS reply`,
+    },
+    forgetJob: { text: `SELECT ${n.fn.forgetJob}($1)` },
+    acquireShared: named('acquire_shared', `SELECT code, value FROM ${n.fn.acquireShared}(${args(11)})`),
+    extendShared: named('extend_shared', `SELECT ${n.fn.extendShared}(${args(3)}) AS reply`),
+    releaseShared: named('release_shared', `SELECT ${n.fn.releaseShared}(${args(5)}) AS reply`),
+    leaveShared: named('leave_shared', `SELECT ${n.fn.leaveShared}(${args(5)}) AS reply`),
     // The lock row's state and its live holds and reservations, oldest end first.
-    inspectShared: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live,
+    inspectShared: {
+      text: `SELECT l.owner, l.reserved, l.expires_at > c.t AS live,
   (SELECT coalesce(json_agg(json_build_object('owner', h.owner, 'pttl', ${ahead('h.expires_at')}::text,
       'token', h.token::text, 'takenAt', floor(extract(epoch FROM h.taken_at) * 1000)::bigint::text,
       'instance', h.instance) ORDER BY h.expires_at), '[]')::text
    FROM ${n.holds} h WHERE h.name = $1 AND h.expires_at > c.t) AS holds
 FROM ${clock} LEFT JOIN ${n.locks} l ON l.name = $1`,
-    scan: `SELECT name FROM ${n.locks}
+    },
+    scan: {
+      text: `SELECT name FROM ${n.locks}
 WHERE name > $1 AND starts_with(name, $2) AND expires_at > clock_timestamp() AND NOT reserved
 ORDER BY name LIMIT $3`,
+    },
   };
 }
 
