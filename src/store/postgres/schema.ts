@@ -21,7 +21,7 @@ import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTE
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 4';
+export const SCHEMA_VERSION = 'leasehold postgres schema 5';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -161,7 +161,14 @@ function functions(n: SchemaNames): string[] {
   const { locks, waiters, runs } = n;
   const held = `(r.expires_at > t AND NOT r.reserved)`;
   const reserved = `(r.expires_at > t AND r.reserved)`;
-  const free = `UPDATE ${locks} SET owner = NULL, reserved = false, flagged = false, expires_at = '-infinity' WHERE name = p_name;`;
+  const freed = `owner = NULL, reserved = false, flagged = false, expires_at = '-infinity'`;
+  const free = `UPDATE ${locks} SET ${freed} WHERE name = p_name;`;
+  // A grant to p_owner at t with the token `fence` makes (a row's columns, for UPDATE … SET).
+  const take = (fence: string) =>
+    `owner = p_owner, reserved = false, expires_at = t + p_ttl * ${MS}, ` +
+    `fence = greatest(nextval(${n.fenceLiteral}), p_min_fence, ${fence} + 1), taken_at = t, instance = p_instance, ` +
+    `released_by = NULL, fence_until = t + p_retention * ${MS}, ` +
+    `retain_until = greatest(retain_until, t + p_ttl * ${MS}, t + p_retention * ${MS})`;
   const handOnArgs = HAND_ON_ARGS;
   const handOnCall = HAND_ON_CALL;
   return [
@@ -248,7 +255,8 @@ END`,
     // p_owner holds already answers with that grant's token. Refused: queue the caller when it
     // will wait (p_queue 1: a first attempt, 2: already queued, which leaves the queue on
     // success, and drops the dead waiters a hand-off named before it), renewing its liveness, and
-    // flag the lease so its release hands it on.
+    // flag the lease so its release hands it on. A row whose lease is over is taken by one UPDATE;
+    // any other case reads the row first.
     // Returns (true, token) or (false, ms the holder's lease or the reservation has left); a name
     // a semaphore holds (owner '^<limit>', see shared-sql.ts) is another kind: (false, 0, limit).
     fn(
@@ -259,45 +267,54 @@ END`,
       `
 DECLARE
   t timestamptz := clock_timestamp();
-  r ${locks} := ${n.fn.row}(p_name, t, true);
+  r ${locks};
   token bigint;
 BEGIN
-  IF ${held} AND r.owner = p_owner THEN
-    acquired := true; value := r.fence; RETURN;
-  END IF;
-  IF ${held} AND left(r.owner, 1) = '^' AND r.owner <> '^0' THEN
-    acquired := false; value := 0; held_as := substr(r.owner, 2)::bigint; RETURN;
-  END IF;
-  IF ${held} OR (${reserved} AND r.owner <> p_owner) THEN
-    IF p_queue <> 0 THEN
-      DELETE FROM ${waiters} WHERE name = p_name AND alive_until < t;
-      INSERT INTO ${waiters} (name, owner, alive_until) VALUES (p_name, p_owner, t + p_waiter_lease * ${MS})
-        ON CONFLICT (name, owner) DO UPDATE SET alive_until = EXCLUDED.alive_until;
-      UPDATE ${locks} SET flagged = true, retain_until = greatest(retain_until, t + p_waiter_lease * ${MS})
-        WHERE name = p_name;
+  UPDATE ${locks} SET ${take('fence')}, flagged = false
+    WHERE name = p_name AND expires_at <= t RETURNING fence INTO token;
+  IF NOT FOUND THEN
+    r := ${n.fn.row}(p_name, t, true);
+    IF ${held} AND r.owner = p_owner THEN
+      acquired := true; value := r.fence; RETURN;
     END IF;
-    acquired := false; value := ${left('r.expires_at')}; RETURN;
+    IF ${held} AND left(r.owner, 1) = '^' AND r.owner <> '^0' THEN
+      acquired := false; value := 0; held_as := substr(r.owner, 2)::bigint; RETURN;
+    END IF;
+    IF ${held} OR (${reserved} AND r.owner <> p_owner) THEN
+      IF p_queue <> 0 THEN
+        DELETE FROM ${waiters} WHERE name = p_name AND alive_until < t;
+        INSERT INTO ${waiters} (name, owner, alive_until) VALUES (p_name, p_owner, t + p_waiter_lease * ${MS})
+          ON CONFLICT (name, owner) DO UPDATE SET alive_until = EXCLUDED.alive_until;
+        UPDATE ${locks} SET flagged = true, retain_until = greatest(retain_until, t + p_waiter_lease * ${MS})
+          WHERE name = p_name;
+      END IF;
+      acquired := false; value := ${left('r.expires_at')}; RETURN;
+    END IF;
+    UPDATE ${locks} SET ${take('r.fence')}, flagged = ${reserved} AND r.flagged
+      WHERE name = p_name RETURNING fence INTO token;
   END IF;
-  token := greatest(nextval(${n.fenceLiteral}), p_min_fence, r.fence + 1);
-  UPDATE ${locks} SET owner = p_owner, reserved = false, flagged = ${reserved} AND r.flagged,
-    expires_at = t + p_ttl * ${MS}, fence = token, taken_at = t, instance = p_instance, released_by = NULL,
-    fence_until = t + p_retention * ${MS},
-    retain_until = greatest(retain_until, t + p_ttl * ${MS}, t + p_retention * ${MS})
-    WHERE name = p_name;
   IF p_queue = 2 THEN DELETE FROM ${waiters} WHERE name = p_name AND (owner = p_owner OR alive_until < t); END IF;
   acquired := true; value := token;
 END`,
     ),
+    // End p_owner's lease as end_lease does; a lease p_owner holds with nobody flagged behind it is
+    // freed by one UPDATE.
     fn(
       n.fn.release,
       `p_name text, p_owner text, ${handOnArgs}`,
       'text',
       `
+DECLARE t timestamptz := clock_timestamp();
 BEGIN
-  RETURN ${n.fn.endLease}(p_name, p_owner, clock_timestamp(), ${handOnCall});
+  UPDATE ${locks} SET released_by = CASE WHEN fence_until > t THEN p_owner END, ${freed}
+    WHERE name = p_name AND owner = p_owner AND expires_at > t AND NOT reserved AND NOT flagged;
+  IF NOT FOUND THEN RETURN ${n.fn.endLease}(p_name, p_owner, t, ${handOnCall}); END IF;
+  IF p_announce THEN PERFORM pg_notify(p_channel, ''); END IF;
+  RETURN 'released';
 END`,
     ),
-    // Reset the lease if p_owner holds it. Returns extended, expired (free or reserved) or not-owner.
+    // Reset the lease if p_owner holds it (one UPDATE when it does). Returns extended, expired (free
+    // or reserved) or not-owner.
     fn(
       n.fn.extend,
       'p_name text, p_owner text, p_ttl bigint',
@@ -305,8 +322,12 @@ END`,
       `
 DECLARE
   t timestamptz := clock_timestamp();
-  r ${locks} := ${n.fn.row}(p_name, t, false);
+  r ${locks};
 BEGIN
+  UPDATE ${locks} SET expires_at = t + p_ttl * ${MS}, retain_until = greatest(retain_until, t + p_ttl * ${MS})
+    WHERE name = p_name AND owner = p_owner AND expires_at > t AND NOT reserved;
+  IF FOUND THEN RETURN 'extended'; END IF;
+  r := ${n.fn.row}(p_name, t, false);
   IF NOT ${held} OR r.name IS NULL THEN RETURN 'expired'; END IF;
   IF r.owner <> p_owner THEN RETURN 'not-owner'; END IF;
   UPDATE ${locks} SET expires_at = t + p_ttl * ${MS}, retain_until = greatest(retain_until, t + p_ttl * ${MS})
