@@ -1,0 +1,236 @@
+import { describe, expect, it } from 'vitest';
+import {
+  decodeFence,
+  decodeLockValue,
+  decodeRun,
+  decodeWaiter,
+  encodeFence,
+  encodeLockValue,
+  encodeWaiter,
+  type FenceRecord,
+  heldBy,
+  reservedFor,
+  sharedBy,
+  type WaiterEntry,
+} from '../../../src/store/formats.js';
+import type { HandOn } from '../../../src/store/port.js';
+import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
+import { jobKeys, lockKeys } from '../../../src/store/redis/keys.js';
+import { RedisStore } from '../../../src/store/redis/redis-store.js';
+import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
+import { randomPrefix } from '../../harness/index.js';
+
+/**
+ * The scripts write what src/store/formats.ts declares: each test runs real scripts through the
+ * store's methods, reads the keys they wrote with plain commands, and decodes them with formats.ts.
+ * Each value read is also encoded back to the very same text, so the Lua writer and the TypeScript
+ * encoder (the memory store's) are held to one declaration.
+ */
+
+const TTL = 30_000;
+const RETENTION = 60_000;
+const WAITER_LEASE = 5_000;
+const handOn: HandOn = { reservation: 1_000, announce: false };
+
+describe('kept values on a real redis-server', () => {
+  const redis = suiteServer();
+
+  /** Two stores on one prefix (two instances), and reads of the raw keys of a lock name. */
+  function setup() {
+    const prefix = randomPrefix();
+    const store = () => {
+      const connection = new IORedisConnection(ioredis(redis.server.port) as unknown as IORedisLike, () => {});
+      return new RedisStore(connection, { prefix });
+    };
+    const admin = redis.admin;
+    const lock = async (name: string) => {
+      const raw = await admin.get(lockKeys(prefix, name).lock);
+      if (raw === null) return null;
+      expect(encodeLockValue(decodeLockValue(raw))).toBe(raw);
+      return decodeLockValue(raw);
+    };
+    const fenceRecord = async (raw: string | null): Promise<FenceRecord> => {
+      if (raw === null) throw new Error('no fence record');
+      expect(encodeFence(decodeFence(raw))).toBe(raw);
+      return decodeFence(raw);
+    };
+    const fence = async (name: string) => fenceRecord(await admin.get(lockKeys(prefix, name).fence));
+    const grant = async (name: string, owner: string) =>
+      fenceRecord(await admin.hget(lockKeys(prefix, name).grants, owner));
+    const waiter = async (name: string, owner: string): Promise<WaiterEntry> => {
+      const raw = await admin.hget(lockKeys(prefix, name).alive, owner);
+      if (raw === null) throw new Error(`no liveness entry for ${owner}`);
+      expect(encodeWaiter(decodeWaiter(raw))).toBe(raw);
+      return decodeWaiter(raw);
+    };
+    const queue = (name: string) => admin.zrange(lockKeys(prefix, name).waiters, 0, -1);
+    const stores = [store(), store()] as const;
+    return { prefix, admin, stores, lock, fence, grant, waiter, queue };
+  }
+
+  const request = (owner: string, instance: string) => ({
+    owner,
+    ttl: TTL,
+    instance,
+    fenceRetention: RETENTION,
+    waiterLease: WAITER_LEASE,
+  });
+
+  /** A server time read as the client's clock brackets it (one host: one clock). */
+  function within(us: number, before: number, after: number): void {
+    expect(Math.floor(us / 1000)).toBeGreaterThanOrEqual(before);
+    expect(Math.floor(us / 1000)).toBeLessThanOrEqual(after);
+  }
+
+  it('an acquire, a queue, and releases that reserve the lock and grant it outright', async () => {
+    const { stores, lock, fence, waiter, queue } = setup();
+    const [mine, theirs] = stores;
+    try {
+      const before = Date.now();
+      const a = await mine.acquire('m', request('A', 'pod a 1'));
+      const after = Date.now();
+      if (!a.acquired) throw new Error('not acquired');
+      expect(await lock('m')).toEqual(heldBy('A'));
+      const granted = await fence('m');
+      expect(granted).toMatchObject({ token: a.fence, grant: { instance: 'pod a 1' }, releasedBy: null });
+      within(granted.grant?.takenAtUs ?? 0, before, after);
+
+      // W queues through this store, X through another: the lock is flagged, each has its entry.
+      const queuedAt = Date.now();
+      expect(await mine.acquire('m', { ...request('W', 'pod w'), queue: 'join' })).toMatchObject({ acquired: false });
+      expect(await theirs.acquire('m', { ...request('X', 'pod x'), queue: 'join' })).toMatchObject({ acquired: false });
+      const queuedBy = Date.now();
+      expect(await lock('m')).toEqual(heldBy('A', true));
+      expect(await queue('m')).toEqual(['W', 'X']);
+      const w = await waiter('m', 'W');
+      expect(w).toMatchObject({ shared: null, direct: { ttl: TTL, retention: RETENTION, instance: 'pod w' } });
+      expect(w.deadline).toBeGreaterThanOrEqual(queuedAt + WAITER_LEASE);
+      expect(w.deadline).toBeLessThanOrEqual(queuedBy + WAITER_LEASE);
+      const x = await waiter('m', 'X');
+      expect(x.direct?.room).not.toBe(w.direct?.room);
+
+      // A release through W's own store grants it the lock outright (W, watching there, takes the
+      // grant): its grant is recorded, and A's release mark is kept after it (a re-sent release
+      // still answers released).
+      const stop = await mine.watch('m', (handOff) => {
+        if (handOff.woken === 'W') handOff.grant?.claim();
+      });
+      expect(await mine.release('m', 'A', { ...handOn, direct: true })).toBe('released');
+      expect(await lock('m')).toEqual(heldBy('W', true));
+      const handed = await fence('m');
+      expect(handed).toMatchObject({ grant: { instance: 'pod w' }, releasedBy: 'A' });
+      expect(handed.token).toBeGreaterThan(a.fence);
+      expect(await queue('m')).toEqual(['X']);
+      stop();
+
+      // W's release through its store reserves the lock for X, who queued elsewhere.
+      expect(await mine.release('m', 'W', { ...handOn, direct: true })).toBe('released');
+      expect(await lock('m')).toEqual(reservedFor(['X']));
+      expect(await fence('m')).toMatchObject({ token: handed.token, releasedBy: 'W' });
+    } finally {
+      for (const store of stores) await store.close();
+    }
+  });
+
+  it('a semaphore: the mark, each hold’s grant, a shared waiter, and the permit a release reserves for it', async () => {
+    const { prefix, admin, stores, lock, fence, grant, waiter } = setup();
+    const [mine, theirs] = stores;
+    const shared = (owner: string, instance: string) => ({ ...request(owner, instance), limit: 2, handOn });
+    try {
+      const s1 = await mine.acquireShared('s', shared('S1', 'pod 1'));
+      const s2 = await theirs.acquireShared('s', shared('S2', 'pod 2'));
+      if (!s1.acquired || !s2.acquired) throw new Error('not acquired');
+      expect(await lock('s')).toEqual(sharedBy(2));
+      expect(await grant('s', 'S1')).toMatchObject({ token: s1.fence, grant: { instance: 'pod 1' }, releasedBy: null });
+      expect(await grant('s', 'S2')).toMatchObject({ token: s2.fence, grant: { instance: 'pod 2' }, releasedBy: null });
+      // The counter records the latest grant.
+      expect(await fence('s')).toMatchObject({ token: s2.fence, grant: { instance: 'pod 2' } });
+
+      expect(await mine.acquireShared('s', { ...shared('S3', 'pod 3'), queue: 'join' })).toMatchObject({
+        acquired: false,
+      });
+      expect(await lock('s')).toEqual(sharedBy(2, true));
+      expect(await waiter('s', 'S3')).toMatchObject({ shared: 2, direct: null });
+
+      // S1's release reserves its permit for S3: a hold without a grant until S3 comes.
+      expect(await mine.releaseShared('s', 'S1', handOn)).toBe('released');
+      const holds = lockKeys(prefix, 's').holds;
+      expect(Number(await admin.zscore(holds, 'S1'))).toBe(0);
+      expect(Number(await admin.zscore(holds, 'S3'))).toBeGreaterThan(0);
+      expect(await admin.hget(lockKeys(prefix, 's').grants, 'S3')).toBeNull();
+      const s3 = await mine.acquireShared('s', { ...shared('S3', 'pod 3'), queue: 'member' });
+      if (!s3.acquired) throw new Error('not acquired');
+      expect(await grant('s', 'S3')).toMatchObject({ token: s3.fence, grant: { instance: 'pod 3' } });
+      // The mark of waiters stays until the lock is free again.
+      expect(await lock('s')).toEqual(sharedBy(2, true));
+    } finally {
+      for (const store of stores) await store.close();
+    }
+  });
+
+  it('a read-write lock: shared holds, an exclusive waiter behind them, and the lock reserved for it', async () => {
+    const { stores, lock, waiter } = setup();
+    const [mine, theirs] = stores;
+    try {
+      const r = await mine.acquireShared('rw', { ...request('R', 'reader'), limit: 0, handOn });
+      expect(r).toMatchObject({ acquired: true });
+      expect(await lock('rw')).toEqual(sharedBy(0));
+      expect(await theirs.acquire('rw', { ...request('E', 'writer'), queue: 'join' })).toMatchObject({
+        acquired: false,
+      });
+      expect(await lock('rw')).toEqual(sharedBy(0, true));
+      expect(await waiter('rw', 'E')).toMatchObject({ shared: null, direct: { instance: 'writer' } });
+      expect(await mine.releaseShared('rw', 'R', handOn)).toBe('released');
+      expect(await lock('rw')).toEqual(reservedFor(['E']));
+    } finally {
+      for (const store of stores) await store.close();
+    }
+  });
+
+  it('a job tick: the run record as claimed, then as finished', async () => {
+    const { prefix, admin, stores, lock, fence } = setup();
+    const [mine] = stores;
+    const keys = jobKeys(prefix, 'job');
+    const tick = Date.now() - 1_000;
+    const claim = { ttl: TTL, instance: 'pod j', historyLimit: 5, fenceRetention: RETENTION, clockTolerance: 1_000 };
+    try {
+      const claimed = await mine.claimTick('job', { owner: 'J', tick, ...claim });
+      if (!claimed.claimed) throw new Error('not claimed');
+      expect(await lock('job')).toEqual(heldBy('J'));
+      expect(await fence('job')).toMatchObject({ token: claimed.fence, grant: { instance: 'pod j' } });
+      expect(await admin.get(keys.tick)).toBe(String(tick));
+      const running = (await admin.zrange(keys.runs, 0, -1)).map(decodeRun);
+      expect(running).toEqual([
+        {
+          fence: claimed.fence,
+          tick,
+          instance: 'pod j',
+          startedAt: claimed.startedAt,
+          finishedAt: null,
+          outcome: 'running',
+          error: null,
+        },
+      ]);
+
+      const finish = { owner: 'J', fence: claimed.fence, startedAt: claimed.startedAt, lockAtLeastFor: 0, handOn };
+      const before = Date.now();
+      expect(await mine.finishTick('job', { ...finish, outcome: 'failed', error: 'boom' })).toEqual({
+        lease: 'released',
+      });
+      const after = Date.now();
+      const [finished] = (await admin.zrange(keys.runs, 0, -1)).map(decodeRun);
+      expect(finished).toMatchObject({
+        ...running[0],
+        outcome: 'failed',
+        error: 'boom',
+        finishedAt: expect.any(Number),
+      });
+      expect(finished?.finishedAt).toBeGreaterThanOrEqual(before);
+      expect(finished?.finishedAt).toBeLessThanOrEqual(after);
+      expect(await lock('job')).toBeNull();
+      expect(await fence('job')).toMatchObject({ token: claimed.fence, releasedBy: 'J' });
+    } finally {
+      for (const store of stores) await store.close();
+    }
+  });
+});
