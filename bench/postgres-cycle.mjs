@@ -38,7 +38,9 @@ const ROUNDS = Number(flags.rounds);
 const DURATION_MS = Number(flags.duration);
 const WARMUP_MS = Math.min(300, DURATION_MS * 0.15);
 const LOCK_OPTIONS = Object.freeze({ ttl: 10_000, wait: 10_000 });
+/** Each build has a prefix of its own: its schema's functions are its own. */
 const PREFIX = 'bench_pg_cycle';
+const BASELINE_PREFIX = 'bench_pg_cycle_baseline';
 
 const baselinePath = process.env.LEASEHOLD_BASELINE;
 const Baseline = baselinePath
@@ -182,7 +184,7 @@ function oneWrite(url) {
 }
 
 /** leasehold's serial acquire + release of one name, on a pool or a client. */
-function cycle(name, LeaseholdClass, url, kind) {
+function cycle(name, LeaseholdClass, url, kind, prefix) {
   let backend;
   let locks;
   return {
@@ -190,7 +192,7 @@ function cycle(name, LeaseholdClass, url, kind) {
     async setup() {
       backend = kind === 'pool' ? new pg.Pool({ connectionString: url }) : new pg.Client({ connectionString: url });
       if (kind === 'client') await backend.connect();
-      locks = new LeaseholdClass(backend, { prefix: PREFIX });
+      locks = new LeaseholdClass(backend, { prefix });
       locks.on('backendError', ({ error }) => console.error(`[${name}] ${error.message}`));
     },
     op: async () => {
@@ -255,22 +257,25 @@ async function main() {
     const pinned = flags.pin !== 'none' && pinToOneCpu(server?.process ? [server.process.pid] : []).startsWith('node');
     const placement = pinned ? 'node and the server pinned to CPU 0' : 'not pinned';
     await query(url, 'CREATE TABLE IF NOT EXISTS bench_floor (k text PRIMARY KEY, v bigint NOT NULL)');
-    // The schema is made once, outside the timed passes.
-    const migrate = new pg.Client({ connectionString: url });
-    await migrate.connect();
-    const first = new Leasehold(migrate, { prefix: PREFIX });
-    await (await first.acquire('cycle', LOCK_OPTIONS)).release();
-    await first.close();
-    await migrate.end();
+    // Each build's schema is made once, outside the timed passes.
+    const builds = [[Leasehold, PREFIX], ...(Baseline ? [[Baseline, BASELINE_PREFIX]] : [])];
+    for (const [LeaseholdClass, prefix] of builds) {
+      const migrate = new pg.Client({ connectionString: url });
+      await migrate.connect();
+      const first = new LeaseholdClass(migrate, { prefix });
+      await (await first.acquire('cycle', LOCK_OPTIONS)).release();
+      await first.close();
+      await migrate.end();
+    }
 
     const rows = [
       () => oneWrite(url),
-      () => cycle('leasehold (pool)', Leasehold, url, 'pool'),
-      () => cycle('leasehold (client)', Leasehold, url, 'client'),
+      () => cycle('leasehold (pool)', Leasehold, url, 'pool', PREFIX),
+      () => cycle('leasehold (client)', Leasehold, url, 'client', PREFIX),
       ...(Baseline
         ? [
-            () => cycle('baseline (pool)', Baseline, url, 'pool'),
-            () => cycle('baseline (client)', Baseline, url, 'client'),
+            () => cycle('baseline (pool)', Baseline, url, 'pool', BASELINE_PREFIX),
+            () => cycle('baseline (client)', Baseline, url, 'client', BASELINE_PREFIX),
           ]
         : []),
     ];
