@@ -317,6 +317,26 @@ describe('PostgreSQL store', () => {
       expect(s.locate('order:1')).toBe(`${s.names.locks} row "order:1"`);
     });
 
+    it('a grant keeps its row at least as long as it needs, a sixteenth longer, so the grants after it leave retain_until alone', async () => {
+      const s = store();
+      const retained = async () =>
+        (
+          await db.pool.query<{ until: string; ms: number }>(
+            `SELECT retain_until::text AS until, extract(epoch FROM retain_until - taken_at) * 1000 AS ms
+             FROM ${s.names.locks} WHERE name = 'r'`,
+          )
+        ).rows[0];
+      await s.acquire('r', { ...REQUEST, owner: 'a' });
+      await s.release('r', 'a', HAND_ON);
+      await s.acquire('r', { ...REQUEST, owner: 'b' });
+      const first = await retained();
+      expect(Number(first?.ms)).toBeGreaterThanOrEqual(REQUEST.fenceRetention);
+      expect(Number(first?.ms)).toBeLessThanOrEqual((REQUEST.fenceRetention * 17) / 16);
+      await s.release('r', 'b', HAND_ON);
+      await s.acquire('r', { ...REQUEST, owner: 'c' });
+      expect((await retained())?.until).toBe(first?.until);
+    });
+
     it('rows with nothing live left are dropped as new names are taken', async () => {
       const s = store();
       const short = { ...REQUEST, ttl: 100, fenceRetention: 1 };
