@@ -49,6 +49,9 @@ const MISSING_SCHEMA = new Set(['42P01', '42883']);
  */
 const NOT_PREPARED = new Set(['26000', '42P05']);
 
+/** Lock names whose channel a store keeps; past it the cache starts over (it only saves hashing). */
+const CHANNELS_KEPT = 1024;
+
 const RELEASE_REPLIES: readonly Port.ReleaseReply[] = ['released', 'expired', 'not-owner'];
 const EXTEND_REPLIES: readonly Port.ExtendReply[] = ['extended', 'expired', 'not-owner'];
 
@@ -85,6 +88,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   #prepared = false;
   /** Named prepared statements are sent (until a pooler refuses one). */
   #named: boolean;
+  readonly #channels = new Map<string, string>();
   #lastError: unknown;
   #listener: Listener | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
@@ -142,18 +146,17 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return this.#ready;
   }
 
-  /** Send one statement, named while named ones are kept; a refused name sends it again unnamed, for good. */
-  #query(statement: Statement, values: readonly unknown[]): Promise<{ rows: Row[] }> {
-    const { name, text } = statement;
-    if (name === undefined || !this.#named) return this.#db.query({ text, values });
-    return this.#db.query({ name, text, values }).catch((error: unknown) => {
-      if (!NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) throw error;
-      this.#named = false;
-      return this.#db.query({ text, values });
-    });
+  /** Send one statement: named while named ones are kept. */
+  #send({ name, text }: Statement, values: readonly unknown[]): Promise<{ rows: Row[] }> {
+    return name !== undefined && this.#named
+      ? this.#db.query({ name, text, values })
+      : this.#db.query({ text, values });
   }
 
-  /** Run one statement and decode its rows: the one path of every call. */
+  /**
+   * Run one statement and decode its rows: the one path of every call. A refused name switches the
+   * store to unnamed statements for good, and the call is sent again unnamed.
+   */
   #call<T>(
     action: string,
     statement: Statement,
@@ -161,14 +164,18 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     decode: (rows: Row[], reply: Reply) => T,
   ): Promise<T> {
     const sent = this.#prepared
-      ? this.#query(statement, values)
-      : this.#prepare().then(() => this.#query(statement, values));
+      ? this.#send(statement, values)
+      : this.#prepare().then(() => this.#send(statement, values));
     return sent.then(
       ({ rows }) => {
         this.#lastError = undefined;
         return decode(rows, new Reply(this.kind, action));
       },
       (error: unknown) => {
+        if (statement.name !== undefined && NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) {
+          this.#named = false;
+          return this.#call(action, { text: statement.text }, values, decode);
+        }
         if (isUnavailable(error)) this.#lastError = error;
         throw this.#error(action, error);
       },
@@ -195,8 +202,19 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     });
   }
 
+  /** Lock `name`'s channel, hashed once per name (a bounded cache, started over when full). */
+  #channelOf(name: string): string {
+    let channel = this.#channels.get(name);
+    if (channel === undefined) {
+      if (this.#channels.size >= CHANNELS_KEPT) this.#channels.clear();
+      channel = channelOf(this.#prefix, name);
+      this.#channels.set(name, channel);
+    }
+    return channel;
+  }
+
   #handOnArgs(name: string, handOn: Port.HandOn): unknown[] {
-    return [handOn.reservation, handOn.announce, channelOf(this.#prefix, name)];
+    return [handOn.reservation, handOn.announce, this.#channelOf(name)];
   }
 
   release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
@@ -423,7 +441,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   }
 
   async watch(name: string, onHandOff: (handOff: Port.HandOff) => void): Promise<() => void> {
-    return this.#openHub().subscribe(channelOf(this.#prefix, name), onHandOff);
+    return this.#openHub().subscribe(this.#channelOf(name), onHandOff);
   }
 
   /** The listening connection and its hub, made on the first watch; the session is opened on the first LISTEN. */
