@@ -7,19 +7,17 @@ import { Retrying } from './retrying.js';
 /**
  * Waiting for a held lock: wake on release, one waiter at a time, with a timed fallback.
  *
- * Order across instances lives in the backend: a waiter that is refused joins the lock's queue
- * there, and a release hands the lock to the first live waiter (reserving it for a moment) and
- * announces a HandOff: the waiter it woke, and up to three live waiters after it. Every
- * instance hears it; only the instance whose waiter is named wakes it, so one release wakes one
- * waiter in the whole deployment. The i-th waiter after the woken one retries once i reservations
- * have had time to lapse, so each dead waiter at the head costs the others at most a reservation.
+ * Order across instances lives in the backend: a refused waiter joins the lock's queue there; a release
+ * hands the lock to the first live waiter (reserving it a moment) and announces a HandOff naming it and up
+ * to three live waiters after it. Every instance hears it; only the one whose waiter is named wakes it, so
+ * one release wakes one waiter in the whole deployment (what a dead one costs the others: docs/waiting.md).
  *
- * In one instance, the waiters of one lock share one subscription to its release channel, kept
- * a moment after the last one leaves so a busy lock is not resubscribed for every wait. A failed
- * subscription is tried again while waiters remain; until it is live they retry often, since they
- * cannot hear a hand-off. A hand-off to nobody in particular (a Redlock node's release, with nobody
- * queued) wakes the first parked waiter of the instance. Expiry and crashed holders publish nothing, so every park
- * is also bounded by a timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
+ * In one instance, the waiters of one lock share one subscription to its release channel, kept a moment
+ * after the last one leaves so a busy lock is not resubscribed for every wait. A failed subscription is
+ * tried again while waiters remain; until it is live they retry often: they cannot hear a hand-off. A
+ * hand-off to nobody in particular (a Redlock node's release, with nobody queued) wakes the instance's
+ * first parked waiter. Expiry and crashed holders publish nothing, so every park is also bounded by a
+ * timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
  */
 
 export type Subscribe = (onHandOff: (handOff: HandOff) => void) => Promise<() => void>;
