@@ -1,5 +1,5 @@
 import { now } from '../../core/clock.js';
-import { DEFAULTS } from '../../core/defaults.js';
+import { Retrying } from '../../core/retrying.js';
 import type { HandOff } from '../port.js';
 import type { EtcdClient } from './client.js';
 import type { Member } from './codec.js';
@@ -38,6 +38,8 @@ export interface Entry {
   /** While held: monotonic ms at which the lease ends unless extended. */
   deadline: number;
   timer: ReturnType<typeof setTimeout> | undefined;
+  /** While `expiring`: deletes the key, again after a backoff while that fails. */
+  deleting: Retrying | undefined;
   tracker: Tracker | ShareTracker | undefined;
 }
 
@@ -73,6 +75,7 @@ export class Contenders {
       member,
       deadline: 0,
       timer: undefined,
+      deleting: undefined,
       tracker: undefined,
     };
     let byOwner = this.#entries.get(name);
@@ -112,6 +115,8 @@ export class Contenders {
   forget(entry: Entry): void {
     clearTimeout(entry.timer);
     entry.timer = undefined;
+    entry.deleting?.stop();
+    entry.deleting = undefined;
     entry.tracker?.stop();
     entry.tracker = undefined;
     const byOwner = this.#entries.get(entry.name);
@@ -122,6 +127,9 @@ export class Contenders {
 
   #arm(entry: Entry, ms: number, fire: () => void): void {
     clearTimeout(entry.timer);
+    // The key is the entry's again (queued or held): an expiry's deletion must not go on.
+    entry.deleting?.stop();
+    entry.deleting = undefined;
     // Timers never hold the process open: the sessions end everything on the server anyway.
     entry.timer = setTimeout(fire, Math.max(0, Math.ceil(ms))).unref();
   }
@@ -142,19 +150,19 @@ export class Contenders {
       return;
     }
     entry.state = 'expiring';
-    let delay: number = DEFAULTS.resubscribeDelay;
-    const attempt = () => {
-      this.#deleteKey(entry).then(
-        () => this.forget(entry),
-        (error: unknown) => {
-          if (this.#closed || entry.session.lost) return this.forget(entry);
-          this.#onError(error);
-          entry.timer = setTimeout(attempt, delay).unref();
-          delay = Math.min(delay * 2, DEFAULTS.maxPark);
-        },
-      );
-    };
-    attempt();
+    entry.deleting = new Retrying({
+      attempt: async () => {
+        try {
+          await this.#deleteKey(entry);
+        } catch (error) {
+          // Closed, or the session (and the key with it) is gone: nothing is left to retry.
+          if (!this.#closed && !entry.session.lost) throw error;
+        }
+        this.forget(entry);
+      },
+      onError: this.#onError,
+    });
+    entry.deleting.start();
   }
 
   /** Delete the entry's key if it is still the one this entry made. */

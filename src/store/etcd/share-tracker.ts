@@ -1,8 +1,9 @@
-import { DEFAULTS } from '../../core/defaults.js';
+import type { Retrying } from '../../core/retrying.js';
 import type { EtcdClient, Watcher } from './client.js';
 import type { KeySpace, LockKeys } from './keys.js';
 import { admits, readLine } from './line.js';
 import { lineOf } from './ops.js';
+import { lookUntilFirst } from './tracker.js';
 
 /**
  * A shared waiter's wait for admission (line.ts, admits): read the keys ahead of it, and watch the
@@ -19,7 +20,7 @@ export class ShareTracker {
   readonly #revision: number;
   readonly #limit: number;
   readonly #onFirst: () => void;
-  readonly #onError: (error: unknown) => void;
+  readonly #looking: Retrying;
   #stopped = false;
   #interrupt: (() => void) | undefined;
   /** Settles once the first look is done: admitted, or watching what keeps it out. */
@@ -39,37 +40,13 @@ export class ShareTracker {
     this.#revision = at.revision;
     this.#limit = at.limit;
     this.#onFirst = onFirst;
-    this.#onError = onError;
-    let ready: () => void = () => {};
-    let failed: (error: unknown) => void = () => {};
-    this.ready = new Promise<void>((resolve, reject) => {
-      ready = resolve;
-      failed = reject;
-    });
-    this.ready.catch(() => undefined);
-    void this.#run(ready, failed);
-  }
-
-  async #run(ready: () => void, failed: (error: unknown) => void): Promise<void> {
-    let first = true;
-    let delay: number = DEFAULTS.resubscribeDelay;
-    while (!this.#stopped) {
-      try {
-        if ((await this.#waitForRoom(first ? ready : undefined)) === 'first') return;
-        delay = DEFAULTS.resubscribeDelay;
-      } catch (error) {
-        if (this.#stopped) return;
-        if (first) failed(error);
-        else this.#onError(error);
-        await new Promise((resolve) => setTimeout(resolve, delay).unref());
-        delay = Math.min(delay * 2, DEFAULTS.maxPark);
-      }
-      first = false;
-    }
+    const { ready, looking } = lookUntilFirst((settle) => this.#waitForRoom(settle), onError);
+    this.ready = ready;
+    this.#looking = looking;
   }
 
   /** One look: 'first' when admitted, else wait until enough of what keeps it out is deleted. */
-  async #waitForRoom(ready: (() => void) | undefined): Promise<'first' | 'room'> {
+  async #waitForRoom(ready: () => void): Promise<'first' | 'again'> {
     const read = await this.#client.kv.txn({
       compare: [],
       success: [lineOf(this.#keys.queue, this.#revision)],
@@ -83,7 +60,7 @@ export class ShareTracker {
         this.#limit,
       )
     ) {
-      ready?.();
+      ready();
       this.#stopped = true;
       this.#onFirst();
       return 'first';
@@ -103,12 +80,12 @@ export class ShareTracker {
       watcher.cancel().catch(() => undefined);
       return 'first';
     }
-    ready?.();
+    ready();
     await this.#until(watcher, (key) => {
       pending.delete(key.toString('hex'));
       return pending.size <= need;
     });
-    return 'room';
+    return 'again';
   }
 
   /** Resolve once `done` says so of a deleted key, or stop() interrupts; reject on the watch's error. */
@@ -136,6 +113,7 @@ export class ShareTracker {
   /** Stop watching (admitted, left, or nobody listens any more). Idempotent. */
   stop(): void {
     this.#stopped = true;
+    this.#looking.stop();
     this.#interrupt?.();
   }
 }

@@ -1,6 +1,43 @@
-import { DEFAULTS } from '../../core/defaults.js';
+import { Retrying } from '../../core/retrying.js';
 import type { EtcdClient } from './client.js';
 import type { KeySpace, LockKeys } from './keys.js';
+
+/** One look of a tracker: `'first'` once its waiter is first (or the tracker stopped), else `'again'`. */
+export type Look = (ready: () => void) => Promise<'first' | 'again'>;
+
+/**
+ * Run `look` until it says first: again at once after each deletion it waited for, again after a
+ * backoff after each failure. `ready` settles with the first look (its `ready()` call, or its
+ * failure); a failure after that goes to `onError`.
+ */
+export function lookUntilFirst(
+  look: Look,
+  onError: (error: unknown) => void,
+): { ready: Promise<void>; looking: Retrying } {
+  let pending = true;
+  let resolve: () => void = () => {};
+  let reject: (error: unknown) => void = () => {};
+  const ready = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Whoever awaits `ready` hears the first failure; later ones go to onError.
+  ready.catch(() => undefined);
+  const settle = () => {
+    pending = false;
+    resolve();
+  };
+  const looking = new Retrying({
+    attempt: async () => ((await look(settle)) === 'first' ? undefined : 'again'),
+    onError: (error) => {
+      if (!pending) return onError(error);
+      pending = false;
+      reject(error);
+    },
+  });
+  looking.start();
+  return { ready, looking };
+}
 
 /**
  * One waiter's wait for its turn, as etcd's concurrency package waits: find the contender just
@@ -16,7 +53,7 @@ export class Tracker {
   readonly #keys: LockKeys;
   readonly #revision: number;
   readonly #onFirst: () => void;
-  readonly #onError: (error: unknown) => void;
+  readonly #looking: Retrying;
   #stopped = false;
   /** Ends the current wait on the predecessor's deletion (stop()). */
   #interrupt: (() => void) | undefined;
@@ -37,39 +74,13 @@ export class Tracker {
     this.#keys = keys;
     this.#revision = revision;
     this.#onFirst = onFirst;
-    this.#onError = onError;
-    let ready: () => void = () => {};
-    let failed: (error: unknown) => void = () => {};
-    this.ready = new Promise<void>((resolve, reject) => {
-      ready = resolve;
-      failed = reject;
-    });
-    // Whoever awaits `ready` hears the first failure; later ones go to onError.
-    this.ready.catch(() => undefined);
-    void this.#run(ready, failed);
-  }
-
-  async #run(ready: () => void, failed: (error: unknown) => void): Promise<void> {
-    let first = true;
-    let delay: number = DEFAULTS.resubscribeDelay;
-    while (!this.#stopped) {
-      try {
-        const deleted = await this.#waitForPredecessor(first ? ready : undefined);
-        if (deleted === 'first') return;
-        delay = DEFAULTS.resubscribeDelay;
-      } catch (error) {
-        if (this.#stopped) return;
-        if (first) failed(error);
-        else this.#onError(error);
-        await new Promise((resolve) => setTimeout(resolve, delay).unref());
-        delay = Math.min(delay * 2, DEFAULTS.maxPark);
-      }
-      first = false;
-    }
+    const { ready, looking } = lookUntilFirst((settle) => this.#waitForPredecessor(settle), onError);
+    this.ready = ready;
+    this.#looking = looking;
   }
 
   /** One look: 'first', or wait until the predecessor seen is deleted (or the watch fails). */
-  async #waitForPredecessor(ready: (() => void) | undefined): Promise<'first' | 'deleted'> {
+  async #waitForPredecessor(ready: () => void): Promise<'first' | 'again'> {
     const found = await this.#client.kv.range({
       key: this.#keys.queue.start,
       range_end: this.#keys.queue.end,
@@ -82,7 +93,7 @@ export class Tracker {
     if (this.#stopped) return 'first';
     const predecessor = found.kvs[0];
     if (!predecessor) {
-      ready?.();
+      ready();
       this.#stopped = true;
       this.#onFirst();
       return 'first';
@@ -99,7 +110,7 @@ export class Tracker {
       watcher.cancel().catch(() => undefined);
       return 'first';
     }
-    ready?.();
+    ready();
     let onDelete: () => void = () => {};
     let onError: (error: unknown) => void = () => {};
     try {
@@ -116,12 +127,13 @@ export class Tracker {
       watcher.removeListener('error', onError);
       watcher.cancel().catch(() => undefined);
     }
-    return 'deleted';
+    return 'again';
   }
 
   /** Stop watching (the waiter got the lock, left, or nobody listens any more). Idempotent. */
   stop(): void {
     this.#stopped = true;
+    this.#looking.stop();
     this.#interrupt?.();
   }
 }
