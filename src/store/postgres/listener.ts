@@ -1,5 +1,5 @@
-import { DEFAULTS } from '../../core/defaults.js';
 import type { LockError } from '../../core/errors.js';
+import { Retrying } from '../../core/retrying.js';
 import {
   isPgPool,
   type PgBackend,
@@ -190,14 +190,20 @@ export class Listener {
   readonly #channels = new Set<string>();
   #queue: Promise<unknown> = Promise.resolve();
   #closed = false;
-  #restore: ReturnType<typeof setTimeout> | undefined;
-  #restoreDelay: number = DEFAULTS.resubscribeDelay;
+  /** Once the session is lost: a new one, every channel LISTENed again; retried while that fails. */
+  readonly #restore: Retrying;
   readonly #onNotification = (message: PgNotification) => this.#options.deliver(message.channel, message.payload ?? '');
   readonly #onLost = (error?: Error) => this.#lost(error ?? new Error('the listening connection ended'));
 
   constructor(source: PgBackend, options: ListenerOptions) {
     this.#sessions = sessionsOf(source);
     this.#options = options;
+    this.#restore = new Retrying({
+      attempt: () => this.#run(() => this.#restoreSession()),
+      // Waiters go on meanwhile on their timers (bounded by the holder's lease).
+      onError: options.onError,
+      going: () => !this.#closed && this.#channels.size > 0,
+    });
   }
 
   /** The session is ours to end or give back; else the caller's client. */
@@ -243,7 +249,7 @@ export class Listener {
    */
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#restore);
+    this.#restore.stop();
     this.#sessions.close();
     const channels = [...this.#channels];
     this.#channels.clear();
@@ -313,39 +319,31 @@ export class Listener {
 
   /** Our session died (the server restarted, the connection was cut): open another, LISTEN again. */
   #lost(error: Error): void {
+    if (!this.#dropSession(error)) return;
+    this.#options.onError(this.#options.describe('LISTEN', error));
+    this.#restore.later();
+  }
+
+  /** A new session with every channel LISTENed again (once the last was lost), unless nothing is to restore. */
+  async #restoreSession(): Promise<void> {
+    if (this.#closed || this.#client || this.#channels.size === 0) return;
+    try {
+      const client = await this.#session();
+      for (const channel of this.#channels) await this.#listenOn(client, channel);
+    } catch (error) {
+      this.#dropSession(error);
+      throw error;
+    }
+  }
+
+  /** Let go of the session at once, as failed: false when there was none. */
+  #dropSession(error: unknown): boolean {
     const client = this.#client;
-    if (!client) return;
+    if (!client) return false;
     this.#client = undefined;
     this.#unhook(client);
     LISTENS.delete(client);
     this.#sessions.drop(client, error);
-    this.#options.onError(this.#options.describe('LISTEN', error));
-    this.#scheduleRestore();
-  }
-
-  #scheduleRestore(): void {
-    if (this.#closed || this.#channels.size === 0 || this.#restore !== undefined) return;
-    this.#restore = setTimeout(() => {
-      this.#restore = undefined;
-      this.#run(async () => {
-        if (this.#closed || this.#client || this.#channels.size === 0) return;
-        const client = await this.#session();
-        for (const channel of this.#channels) await this.#listenOn(client, channel);
-        this.#restoreDelay = DEFAULTS.resubscribeDelay;
-      }).catch((e: unknown) => {
-        // Waiters go on meanwhile on their timers (bounded by the holder's lease).
-        this.#options.onError(e);
-        const client = this.#client;
-        if (client) {
-          this.#client = undefined;
-          this.#unhook(client);
-          LISTENS.delete(client);
-          this.#sessions.drop(client, e);
-        }
-        this.#restoreDelay = Math.min(this.#restoreDelay * 2, DEFAULTS.maxPark);
-        this.#scheduleRestore();
-      });
-    }, this.#restoreDelay);
-    this.#restore.unref?.();
+    return true;
   }
 }
