@@ -8,16 +8,15 @@ import { isLeaseGone, unavailable } from './errors.js';
  * session. A crashed or frozen process stops renewing them, and etcd deletes every key on them
  * when they run out: that is how a dead holder's lock, or a dead waiter's place in line, goes.
  *
- * A store has one session, granted when the store is made and kept alive by a keepalive every
- * third of its TTL (`sessionTtl`, 30 s by default): every waiter's key and every lock of a ttl up
- * to it live on it. A lock whose ttl is longer cannot: the session could end before the lease
- * the caller was promised. It lives on a lease of its own length instead (whole seconds, shared by
- * the locks of that length), renewed only by its own grants and extensions.
+ * A store has one session, granted when the store is made and renewed every third of its TTL
+ * (`sessionTtl`, 30 s by default): every waiter's key and every lock of a ttl up to it live on it.
+ * A longer lock lives on a lease of its own length (whole seconds, shared by the locks of that
+ * length), renewed only by its own grants and extensions: the session could end before it.
  *
- * Whatever a lease is on, a grant or an extension is confirmed only once etcd is known to keep the
- * session at least `ttl` ms from the moment the call began: by a keepalive sent since then (one
- * is sent beside the request when the last one is too old, and shared by concurrent calls). So the
- * lease on the server always outlasts the validity the caller computes.
+ * Whatever a lease is on, a grant or an extension is confirmed only once etcd is known to keep it at
+ * least `ttl` ms from when the call began, by a keepalive sent since (beside the request when the
+ * last is too old; shared by concurrent calls), so the lease on the server always outlasts the
+ * validity the caller computes (docs/etcd.md: "The session, and what `ttl` means on etcd").
  */
 
 /** A renewal's outcome, awaited after the request it ran beside. */
