@@ -1,7 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { exponential } from '../../../src/core/backoff.js';
 import { DEFAULTS } from '../../../src/core/defaults.js';
 import { Retrying } from '../../../src/core/retrying.js';
+import { onFakeTimers } from '../../harness/fake-timers.js';
 
 /** The wait before the n-th retry of one outage (n from 0). */
 const delay = (n: number) => exponential(n, DEFAULTS.resubscribeDelay, DEFAULTS.maxPark);
@@ -27,12 +28,7 @@ function scripted(outcomes: readonly unknown[], going?: () => boolean) {
 const gaps = (times: readonly number[]) => times.slice(1).map((t, i) => t - times[i]!);
 
 describe('Retrying', () => {
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onFakeTimers();
 
   it('a try that fails once is tried again after the first delay, then stops; the failure is reported', async () => {
     const failure = new Error('down');

@@ -1,7 +1,8 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { DEFAULTS } from '../../../src/core/defaults.js';
 import type { HandOff } from '../../../src/core/engine.js';
 import { type Subscribe, WaitQueues } from '../../../src/core/waiting.js';
+import { onFakeTimers } from '../../harness/fake-timers.js';
 
 /** A release channel whose first `failures` subscriptions fail; `deliver` reaches the live one. */
 function channel(failures: number) {
@@ -18,12 +19,7 @@ function channel(failures: number) {
 }
 
 describe('WaitQueues: the release subscription', () => {
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-  });
+  onFakeTimers();
 
   it('fails once: is tried again after resubscribeDelay while a waiter waits, then carries the hand-off that wakes it', async () => {
     const errors: unknown[] = [];
