@@ -326,11 +326,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
     return this.#locks.heldCount;
   }
 
-  /** @internal For tests: timers kept and wait queues open. */
-  get internals(): { timers: number; waitQueues: number; held: number } {
-    return this.#locks.internals;
-  }
-
   /**
    * Reject every acquisition still waiting with LockError `CLOSED` and wait until each has left the
    * backend's queue; stop every watchdog timer (held locks' signals abort with reason 'closed';

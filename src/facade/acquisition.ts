@@ -65,11 +65,6 @@ export class Acquisitions {
     return this.#held.size;
   }
 
-  /** @internal For tests: timers kept and wait queues open. */
-  get internals(): { timers: number; waitQueues: number; held: number } {
-    return { timers: this.#keeper.size, waitQueues: this.#waits.size, held: this.#held.size };
-  }
-
   /** Acquire `name` as the resolved call `o` asks: re-entered, or taken on its kind's engine. */
   acquire(name: string, o: Resolved): Promise<Lock> {
     if (o.reentrant) {

@@ -28,6 +28,7 @@ import {
   type TcpProxy,
   waitFor,
 } from '../harness/index.js';
+import { leftBehind, NOTHING, watchTimers } from '../harness/leaks.js';
 
 /**
  * Redlock against five real redis-server processes. Faults are real: kill -9, SIGSTOP, a TCP proxy
@@ -105,6 +106,13 @@ function lockKey(prefix: string, name: string): string {
   return lockKeys(prefix, name).lock;
 }
 
+/** Listeners for the hand-offs of lock `name`, over every node (PUBSUB NUMSUB of its channel). */
+async function listeners(prefix: string, name: string): Promise<number> {
+  const { channel } = lockKeys(prefix, name);
+  const replies = await Promise.all(admin.map((node) => node.pubsub('NUMSUB', channel)));
+  return replies.reduce((sum, reply) => sum + Number(reply[1] ?? 0), 0);
+}
+
 /** Owner token on each listed node (null when free), read over the admin connections. */
 function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
   return Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
@@ -164,6 +172,7 @@ afterAll(async () => {
 describe('Redlock: the same Lock handle as the single-instance mutex', () => {
   it('acquire, fencing token, expiresIn, extend, await using, withLock, tryWithLock', async () => {
     const prefix = randomPrefix();
+    const timers = watchTimers();
     const locks = redlock(prefix);
     let first: number;
     {
@@ -184,7 +193,7 @@ describe('Redlock: the same Lock handle as the single-instance mutex', () => {
     expect(again).toEqual({ ran: true, value: expect.any(Number) });
     expect(again.ran && again.value).toBeGreaterThan(first);
     expect(await locks.withLock('report', { ttl: 1_000 }, (signal) => signal.aborted)).toBe(false);
-    expect(locks.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+    expect(await leftBehind(locks, { timers, listeners: () => listeners(prefix, 'report') })).toEqual(NOTHING);
   });
 
   it('rejects the same client twice: one master must not count as two votes', () => {

@@ -9,10 +9,11 @@ import {
   MemoryStore,
   StoreUnavailableError,
 } from '../../src/index.js';
-import type { Store } from '../../src/store/port.js';
+import type { HandOff, Store } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
 import { randomPrefix } from '../harness/index.js';
-import { Actor, type Clock, RealClock, VirtualClock } from './clock.js';
+import { leftBehind, TimerWatch } from '../harness/leaks.js';
+import { Actor, type Clock, currentActor, RealClock, VirtualClock } from './clock.js';
 import { releaseContexts, trackContexts } from './contexts.js';
 import { type Broken, type Entry, FaultyStore, type Inspectable, type Net, NORMAL, StoreLog } from './store.js';
 
@@ -97,17 +98,33 @@ export interface Holder {
   readonly label: string;
 }
 
+/** One instance's store: it counts the subscriptions the instance holds open through it. */
+class SlotStore extends FaultyStore {
+  listening = 0;
+
+  override async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+    const unwatch = await super.watch(name, onHandOff);
+    this.listening += 1;
+    let open = true;
+    return () => {
+      if (open) this.listening -= 1;
+      open = false;
+      unwatch();
+    };
+  }
+}
+
 /** One Leasehold instance of the run. */
 export class Slot {
   readonly index: number;
   readonly actor: Actor;
   readonly locks: Leasehold;
-  readonly store: FaultyStore;
+  readonly store: SlotStore;
   closed = false;
   /** The net was not normal, or it was stopped, at some point: calls may fail as unavailable. */
   disturbed = false;
 
-  constructor(index: number, actor: Actor, locks: Leasehold, store: FaultyStore) {
+  constructor(index: number, actor: Actor, locks: Leasehold, store: SlotStore) {
     this.index = index;
     this.actor = actor;
     this.locks = locks;
@@ -258,6 +275,8 @@ export class World {
   /** The monotonic clock when the run began: violations say when, from here. */
   readonly #origin: number;
   readonly #opened: Opened;
+  /** The library's timers, by the actor that set them. */
+  readonly #timers = new TimerWatch(currentActor);
   #holderIds = 0;
   /** Per name: the highest token handed out, and the highest handed to an exclusive holder. */
   readonly #tokens = new Map<string, { all: number; exclusive: number }>();
@@ -279,15 +298,18 @@ export class World {
     const clock = backend.clock();
     clock.install();
     trackContexts();
+    let world: World | undefined;
     try {
-      const world = new World(clock, timing, await backend.open(), options);
+      world = new World(clock, timing, await backend.open(), options);
+      const opened = world;
       if (clock instanceof VirtualClock) {
-        clock.onTimer = () => world.checkBounds();
-        clock.onError = (error) => world.fail(`a timer threw: ${String(error)}`);
+        clock.onTimer = () => opened.checkBounds();
+        clock.onError = (error) => opened.fail(`a timer threw: ${String(error)}`);
       }
-      for (let i = 0; i < options.slots; i++) world.slots.push(world.#newSlot(i));
-      return world;
+      for (let i = 0; i < options.slots; i++) opened.slots.push(opened.#newSlot(i));
+      return opened;
     } catch (error) {
+      if (world) world.#timers.stop();
       clock.uninstall();
       throw error;
     }
@@ -304,7 +326,7 @@ export class World {
 
   #newSlot(index: number): Slot {
     const actor = new Actor(++actors);
-    const store = new FaultyStore(this.#opened.inner(), actor, this.clock, this.log, this.options.broken);
+    const store = new SlotStore(this.#opened.inner(), actor, this.clock, this.log, this.options.broken);
     const t = this.timing;
     const locks = actor.run(
       () =>
@@ -702,9 +724,13 @@ export class World {
     }
     for (const slot of this.everyone) {
       if (slot.actor.dead) continue;
-      const { timers, waitQueues, held } = slot.locks.internals;
-      if (timers + waitQueues + held > 0) {
-        this.fail(`${slot} closed still keeps ${timers} timers, ${waitQueues} wait queues, ${held} held locks`);
+      const listeners = () => slot.store.listening;
+      const left = await leftBehind(slot.locks, { timers: this.#timers, owner: slot.actor, listeners, wait: 0 });
+      if (left.held + left.timers.length + left.listeners > 0) {
+        const timers = left.timers.length === 0 ? '' : ` (${left.timers.join(', ')})`;
+        this.fail(
+          `${slot} closed still keeps ${left.timers.length} timers${timers}, ${left.listeners} subscriptions, ${left.held} held locks`,
+        );
       }
     }
     await this.#checkStoreEmpty();
@@ -758,6 +784,7 @@ export class World {
       }
       await this.#opened.close();
     } finally {
+      this.#timers.stop();
       this.clock.uninstall();
       if (this.clock.virtual) releaseContexts();
     }

@@ -14,6 +14,7 @@ import {
 } from '../../../src/index.js';
 import type { ClaimReply, ClaimRequest } from '../../../src/store/port.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
+import { leftBehind, NOTHING, watchTimers } from '../../harness/leaks.js';
 
 /**
  * The scheduler's behaviour on the in-process MemoryStore: validation, events, stop/close,
@@ -56,6 +57,7 @@ class FlakyStore extends MemoryStore {
 
 describe('schedule / runOnce: validation', () => {
   it('rejects bad arguments with messages that name the option and the value', async () => {
+    const timers = watchTimers();
     const locks = leasehold();
     const task = () => undefined;
     const cases: Array<[() => unknown, RegExp]> = [
@@ -90,7 +92,7 @@ describe('schedule / runOnce: validation', () => {
       /`tick` must be a valid Date/,
     );
     await expect(locks.jobHistory('j', 0)).rejects.toThrow(/`limit` must be an integer/);
-    expect(locks.internals.timers).toBe(0);
+    expect(await leftBehind(locks, { timers })).toEqual(NOTHING);
   });
 
   it('a Redlock instance (an array of backends) refuses jobs with a clear LockError', async () => {
@@ -204,7 +206,9 @@ describe('schedule: runs, events, stop and close', () => {
   });
 
   it('stop() waits for the running task, then nothing is scheduled and no timer is left', async () => {
-    const locks = leasehold();
+    const timers = watchTimers();
+    const store = new MemoryStore();
+    const locks = leasehold(store);
     let started = 0;
     let finished = 0;
     const job = locks.schedule('slow', 100, async () => {
@@ -218,12 +222,13 @@ describe('schedule: runs, events, stop and close', () => {
     expect(finished).toBe(1);
     expect(job.running).toBe(false);
     expect(job.nextRun()).toBeNull();
-    expect(locks.internals).toEqual({ timers: 0, waitQueues: 0, held: 0 });
+    expect(await leftBehind(locks, { timers, listeners: () => store.subscriptions })).toEqual(NOTHING);
     await sleep(300);
     expect(started).toBe(1);
   });
 
   it('close() halts every job and aborts a running task with reason closed', async () => {
+    const timers = watchTimers();
     const locks = leasehold();
     let signal: AbortSignal | undefined;
     let runs = 0;
@@ -237,7 +242,7 @@ describe('schedule: runs, events, stop and close', () => {
     expect(signal?.aborted).toBe(true);
     expect((signal as AbortSignal).reason).toMatchObject({ reason: 'closed' });
     expect(job.stopped).toBe(true);
-    expect(locks.internals.timers).toBe(0);
+    expect(await leftBehind(locks, { timers })).toEqual(NOTHING);
     await sleep(250);
     expect(runs).toBe(1);
     expect(() => locks.schedule('k', 100, () => undefined)).toThrow(/closed/);
