@@ -298,13 +298,6 @@ export class WaitQueues {
     queue.unsubscribe = undefined;
   }
 
-  /** Number of lock names with waiters right now (tests use it to prove a finished wait leaves nothing). */
-  get size(): number {
-    let n = 0;
-    for (const queue of this.#queues.values()) if (queue.waiters.length > 0) n++;
-    return n;
-  }
-
   /** Drop every lingering subscription at once (Leasehold.close, once no waiter is left). */
   close(): void {
     this.#closed = true;
