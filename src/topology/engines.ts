@@ -174,7 +174,7 @@ function replicasOnRedlock(): Error {
 
 /** Why a Redlock instance runs no jobs. */
 const NO_JOBS_ON_REDLOCK =
-  'scheduled jobs need a Leasehold on one store (a Redis client, a Redis Cluster or a MemoryStore); ' +
+  'scheduled jobs need a Leasehold on one store (Redis, a Redis Cluster, PostgreSQL, etcd or a MemoryStore); ' +
   'this instance is Redlock over several independent masters, where a tick marker has no single home';
 
 /** Why Redlock runs no lock of several holders, by what the call asked for. */
@@ -183,12 +183,12 @@ function notOnRedlock(kind: LockKind): Error {
     return invalidArgument(
       "`mode: 'shared'` (a read-write lock) is not available on Redlock: its waiters do not queue on the " +
         'masters, and writer preference rests on that queue (a stream of readers would starve writers); ' +
-        'use one Redis, a Redis Cluster or a MemoryStore',
+        'use one Redis, a Redis Cluster, PostgreSQL, etcd or a MemoryStore',
     );
   }
   return invalidArgument(
     `\`limit: ${kind.limit}\` (a semaphore) is not available on Redlock: a majority vote over independent masters ` +
       'does not bound a count (with 3 masters and 2 permits, three holders can each win two masters); ' +
-      'use one Redis, a Redis Cluster or a MemoryStore',
+      'use one Redis, a Redis Cluster, PostgreSQL, etcd or a MemoryStore',
   );
 }
