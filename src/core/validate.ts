@@ -173,8 +173,11 @@ export function optionalInstant(value: unknown, option: string): number | undefi
   return ms;
 }
 
+/** An instance label: recorded with every grant, where '|' marks a release (store/formats.ts). */
 export function instance(value: unknown, fallback: string): string {
-  return optionalText(value, 'instance', DEFAULTS.maxInstanceLength, fallback);
+  const label = optionalText(value, 'instance', DEFAULTS.maxInstanceLength, fallback);
+  if (label.includes('|')) throw invalidArgument(`\`instance\` may not contain '|', got ${show(label)}`);
+  return label;
 }
 
 const UNSAFE_CONFIG: readonly UnsafeConfig[] = ['warn', 'refuse', 'ignore'];

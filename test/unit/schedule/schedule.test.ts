@@ -76,6 +76,7 @@ describe('schedule / runOnce: validation', () => {
       [() => locks.schedule('j', 1000, task, { clock: 5 as never }), /`clock` must be a function/],
       [() => locks.schedule('j', 1000, task, { clock: () => Number.NaN }), /`clock` must return ms since the epoch/],
       [() => locks.schedule('j', 1000, task, { instance: '' }), /`instance` must be a non-empty string/],
+      [() => locks.schedule('j', 1000, task, { instance: 'a|b' }), /`instance` may not contain '\|'/],
     ];
     for (const [call, message] of cases) {
       let thrown: unknown;
