@@ -54,10 +54,13 @@ export function byCode<Reply>(cases: Readonly<Record<number, (reply: readonly un
   };
 }
 
-/** A fencing counter's value (formats.ts): the grant it records, and the owner that released it. */
-export function parseCounter(counter: string): { holder: Holder | null; releasedBy: string | null } {
+/**
+ * A fencing counter's value (formats.ts): its token (also when raise-fence wrote the token alone),
+ * the grant it records, and the owner that released it.
+ */
+export function parseCounter(counter: string): { token: number; holder: Holder | null; releasedBy: string | null } {
   const record = decodeFence(counter);
-  return { holder: grantOf(record), releasedBy: record.releasedBy };
+  return { token: record.token, holder: grantOf(record), releasedBy: record.releasedBy };
 }
 
 const ANYONE: HandOff = Object.freeze({ woken: null, next: Object.freeze([]) as readonly string[] });

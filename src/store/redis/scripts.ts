@@ -369,13 +369,13 @@ const DECLARED = {
     reply: shaped<LockState>((reply) => {
       if (reply.length !== 3) throw new BadReply();
       const [value, pttl, counter] = reply;
-      const parsed = typeof counter === 'string' ? parseCounter(counter) : { holder: null, releasedBy: null };
+      const parsed = typeof counter === 'string' ? parseCounter(counter) : { token: 0, holder: null, releasedBy: null };
       const { owner } = readLockValue(value);
       const held = owner !== null;
       return {
         owner,
         pttl: held ? integer(pttl) : -2,
-        fence: parsed.holder?.token ?? 0,
+        fence: parsed.token,
         // The counter tells who holds the lock while its grant is not released by that holder (a
         // mark of another owner is the release that granted it outright: lib/hand-on.lua).
         holder: held && parsed.releasedBy !== owner ? parsed.holder : null,

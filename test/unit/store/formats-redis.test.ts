@@ -82,6 +82,19 @@ describe('kept values on a real redis-server', () => {
     expect(Math.floor(us / 1000)).toBeLessThanOrEqual(after);
   }
 
+  it('a counter raise-fence lifted alone is its token, and inspect reports that token', async () => {
+    const { stores, fence } = setup();
+    const [mine] = stores;
+    try {
+      const raised = await mine.raiseFence('r', 12_345, RETENTION);
+      expect(raised).toBeGreaterThanOrEqual(12_345);
+      expect(await fence('r')).toEqual({ token: raised, grant: null, releasedBy: null });
+      expect((await mine.inspect('r')).fence).toBe(raised);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
   it('an acquire, a queue, and releases that reserve the lock and grant it outright', async () => {
     const { stores, lock, fence, waiter, queue } = setup();
     const [mine, theirs] = stores;
