@@ -1,6 +1,7 @@
 import type { LockError } from '../../core/errors.js';
 import { ChannelHub } from '../channel-hub.js';
 import { globMatcher } from '../memory/glob.js';
+import { NameCache } from '../name-cache.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
 import {
@@ -49,9 +50,6 @@ const MISSING_SCHEMA = new Set(['42P01', '42883']);
  */
 const NOT_PREPARED = new Set(['26000', '42P05']);
 
-/** Lock names whose channel a store keeps; past it the cache starts over (it only saves hashing). */
-const CHANNELS_KEPT = 1024;
-
 const RELEASE_REPLIES: readonly Port.ReleaseReply[] = ['released', 'expired', 'not-owner'];
 const EXTEND_REPLIES: readonly Port.ExtendReply[] = ['extended', 'expired', 'not-owner'];
 
@@ -88,7 +86,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   #prepared = false;
   /** Named prepared statements are sent (until a pooler refuses one). */
   #named: boolean;
-  readonly #channels = new Map<string, string>();
+  /** Each lock's channel, hashed once per name. */
+  readonly #channels = new NameCache((name) => channelOf(this.#prefix, name));
   #lastError: unknown;
   #listener: Listener | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
@@ -202,15 +201,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     });
   }
 
-  /** Lock `name`'s channel, hashed once per name (a bounded cache, started over when full). */
   #channelOf(name: string): string {
-    let channel = this.#channels.get(name);
-    if (channel === undefined) {
-      if (this.#channels.size >= CHANNELS_KEPT) this.#channels.clear();
-      channel = channelOf(this.#prefix, name);
-      this.#channels.set(name, channel);
-    }
-    return channel;
+    return this.#channels.get(name);
   }
 
   #handOnArgs(name: string, handOn: Port.HandOn): unknown[] {

@@ -1,3 +1,5 @@
+import { NameCache } from '../name-cache.js';
+
 /**
  * Every key and channel name leasehold uses is built here.
  *
@@ -29,25 +31,11 @@ export interface LockKeys {
   readonly grants: string;
 }
 
-/** The names of the latest locks used, per prefix: an acquisition and its release build them once. */
-const built = new Map<string, Map<string, LockKeys>>();
-/** Prefixes, and names per prefix, kept; past it the cache starts over (it only saves building strings). */
-const KEPT = 1024;
+/** Each prefix's lock keys, built once per name (an acquisition and its release share them). */
+const built = new NameCache((prefix) => new NameCache((name) => buildLockKeys(prefix, name)));
 
 export function lockKeys(prefix: string, name: string): LockKeys {
-  let names = built.get(prefix);
-  if (names === undefined) {
-    if (built.size >= KEPT) built.clear();
-    names = new Map();
-    built.set(prefix, names);
-  }
-  let keys = names.get(name);
-  if (keys === undefined) {
-    if (names.size >= KEPT) names.clear();
-    keys = buildLockKeys(prefix, name);
-    names.set(name, keys);
-  }
-  return keys;
+  return built.get(prefix).get(name);
 }
 
 function buildLockKeys(prefix: string, name: string): LockKeys {
