@@ -160,17 +160,19 @@ export interface Tracked {
   readonly op: number | undefined;
 }
 
-/** A lease by the store's log: when it ends (or ended). */
+/** A lease by the store's log: when it ends (or ended), and whether a release ended it. */
 interface Lease {
   end: number;
   readonly exclusive: boolean;
+  released: boolean;
 }
 
 interface Ledger {
   readonly leases: Map<string, Lease>;
   readonly queued: Map<string, number>;
-  /** When the last command on the name ran. */
+  /** When the last command on the name ran, and the last exclusive waiter left the queue. */
   readonly last: number;
+  readonly left: number;
 }
 
 /** A lock an acquisition waits for, and as what. */
@@ -270,6 +272,12 @@ export class World {
   readonly tracked: Tracked[] = [];
   readonly violations: string[] = [];
   readonly options: WorldOptions;
+  /**
+   * An idle waiter excused by a known defect, named (counted, not failed): staleFallback, unless a
+   * test that documents the defect turns it off.
+   */
+  excuseIdle: ((t: Tracked) => string | undefined) | undefined = (t) =>
+    t.op === undefined ? undefined : this.staleFallback((e) => e.operation === t.op);
   /** The wall clock when the run began (fixed under the virtual clock). */
   readonly epoch = Date.now();
   /** The monotonic clock when the run began: violations say when, from here. */
@@ -499,6 +507,11 @@ export class World {
       if (t.wants.length === 0 || t.disturbed || t.slot.closed) continue;
       if (t.wants.every((w) => this.surelyFree(w.name, w.kind, t))) {
         t.disturbed = true;
+        const known = this.excuseIdle?.(t);
+        if (known !== undefined) {
+          count(`known defect: ${known}`);
+          continue;
+        }
         const names = t.wants.map((w) => w.name).join(', ');
         this.fail(`${t.label} still waits though ${names} has been surely free for ${DEFAULTS.reservation} ms`);
       }
@@ -669,7 +682,7 @@ export class World {
   }
 
   /**
-   * The leases of `name` by the store's log (each owner's end), the
+   * The leases of `name` by the store's log (each owner's end, and whether a release ended it), the
    * queue entries left behind (each owner's latest, until it leaves or is granted), and when the
    * last command on the name ran; undefined while one is unanswered. `self`'s own commands count
    * only as activity (acquireAll's names taken already do not keep it out); `campaigning`:
@@ -679,10 +692,15 @@ export class World {
     const leases = new Map<string, Lease>();
     const queued = new Map<string, number>();
     let last = Number.NEGATIVE_INFINITY;
+    let left = Number.NEGATIVE_INFINITY;
+    const writers = new Set<string>();
     for (const e of this.log.entries) {
       if (e.name !== name) continue;
       if (!e.done) return undefined;
       last = Math.max(last, e.at);
+      // An exclusive waiter leaving: shared requests it kept out could come in now.
+      if (e.op === 'leave' && e.owner !== undefined && writers.has(e.owner)) left = Math.max(left, e.at);
+      if (e.op === 'acquire' && e.queues && e.owner !== undefined) writers.add(e.owner);
       if (e.owner === undefined || (self?.op !== undefined && e.operation === self.op)) continue;
       if (e.op === 'leave' || e.op === 'leaveShared' || grantedFence(e) !== undefined) queued.delete(e.owner);
       else if (e.queues && !campaigning?.has(e.actor)) queued.set(e.owner, e.at);
@@ -691,16 +709,44 @@ export class World {
       const lease = leases.get(e.owner);
       if (grantedFence(e) !== undefined) {
         const end = Math.max(lease?.end ?? 0, e.at + ttl);
-        leases.set(e.owner, { end, exclusive: e.op !== 'acquireShared' });
+        leases.set(e.owner, { end, exclusive: e.op !== 'acquireShared', released: false });
       } else if (lease && r === 'extended') {
         lease.end = e.at + ttl;
       } else if (lease && (r === 'released' || (typeof r === 'object' && r?.lease === 'released'))) {
-        lease.end = Math.min(lease.end, e.at);
+        if (e.at < lease.end) Object.assign(lease, { end: e.at, released: true });
       } else if (lease && typeof r === 'object' && r?.lease === 'kept') {
         lease.end = e.at + Number(r.remaining);
       }
     }
-    return { leases, queued, last };
+    return { leases, queued, last, left };
+  }
+
+  /**
+   * KNOWN DEFECT (mutex.test.ts, rwlock.test.ts): a waiter sleeps on the fallback its last refusal
+   * gave it (the lease it was refused by, at most maxPark), even after the lock came free for it
+   * without a release: a lease ran out (which publishes nothing), or an exclusive waiter ahead,
+   * which kept shared requests out, gave up (its leave tells no one). An idle waiter is excused,
+   * named, when the last change that freed the lock was one of those, not a release, and the
+   * waiter's last refusal (its commands are those `mine` picks) still covers it. A lost wake-up
+   * after a release is not excused.
+   */
+  staleFallback(mine: (e: Entry) => boolean): string | undefined {
+    const now = this.clock.now();
+    const refusals = this.log.entries.filter(
+      (e) => mine(e) && e.queues && e.done && (e.reply as { acquired?: boolean } | undefined)?.acquired === false,
+    );
+    const last = refusals.at(-1);
+    if (!last) return undefined;
+    const pttl = Number((last.reply as { pttl?: number }).pttl ?? 0);
+    if (now > last.at + Math.min(pttl + DEFAULTS.expiryMargin, DEFAULTS.maxPark) + this.timing.epsilon)
+      return undefined;
+    const ledger = this.#ledger(last.name);
+    const ended = [...(ledger?.leases.values() ?? [])].filter((l) => l.end <= now);
+    const released = Math.max(...ended.filter((l) => l.released).map((l) => l.end), Number.NEGATIVE_INFINITY);
+    const ranOut = Math.max(...ended.filter((l) => !l.released).map((l) => l.end), Number.NEGATIVE_INFINITY);
+    const left = last.op === 'acquireShared' ? (ledger?.left ?? Number.NEGATIVE_INFINITY) : Number.NEGATIVE_INFINITY;
+    if (Math.max(ranOut, left) <= released) return undefined;
+    return 'a waiter sleeps on its last refusal’s fallback after the lock came free without a release';
   }
 
   // --- the end ---------------------------------------------------------------------------------
@@ -912,6 +958,32 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
       console.info(`slow run ${Math.round(took)} ms: ${[...cmds].map(String).join(',')}`);
     }
   }
+}
+
+/** `spec` with no known defect excused: every idle waiter fails the run. */
+export function strict<M extends object>(spec: ModelSpec<M>): ModelSpec<M> {
+  return {
+    ...spec,
+    model: (world) => {
+      world.excuseIdle = undefined;
+      return spec.model(world);
+    },
+  };
+}
+
+/**
+ * For an `it.fails` test documenting a known defect: run `cmds` without the defect's excuse and
+ * throw only the violation `pattern` names. A run without it (the defect fixed), or one that fails
+ * otherwise, does not throw, so `it.fails` reports it.
+ */
+export async function showsDefect<M extends object>(
+  spec: ModelSpec<M>,
+  cmds: Command<M>[],
+  pattern: RegExp,
+): Promise<void> {
+  const error = await runCommands(strict(spec), cmds).catch((e: unknown) => e);
+  if (pattern.test(String(error))) throw error;
+  if (error !== undefined) console.error('not the known defect:', error);
 }
 
 /** fast-check's parameters for `numRuns` runs: the error in the report, and MODEL_SEED if set (to replay a run). */

@@ -12,6 +12,7 @@ import {
   redis,
   runCommands,
   type Size,
+  strict,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -77,7 +78,7 @@ describe('the mutex checked against a model', () => {
       releaseCommand(0, 0),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await runCommands(spec(), cmds);
+    await runCommands(strict(spec()), cmds);
   });
 
   it('negative control: a plain-DEL release is caught', async () => {

@@ -12,6 +12,7 @@ import {
   redis,
   runCommands,
   type Size,
+  strict,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -41,7 +42,9 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  *
  * Found by the model, and fixed: a waiter slept on its last refusal's fallback after the lock came
  * free for it without a release (a shared release left holds that then ran out, or an exclusive
- * waiter ahead gave up); the tests below keep both shrunk sequences.
+ * waiter ahead gave up); the tests below keep both shrunk sequences, run with no excuse. Another
+ * trigger remains (MODEL_SEED=1868441262: a shared hold let in ahead of exclusive waiters runs out
+ * without a release), so idle waiters are still counted as World.staleFallback names them.
  */
 
 const NAME = 'rwlock';
@@ -81,7 +84,7 @@ describe('the read-write lock checked against a model', () => {
       releaseCommand(1, 0),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await runCommands(spec(), cmds);
+    await runCommands(strict(spec()), cmds);
   });
 
   it('a shared waiter kept out by an exclusive waiter is woken when it gives up (found by the model)', async () => {
@@ -97,7 +100,7 @@ describe('the read-write lock checked against a model', () => {
       command<LockModel>('Close(2)', (_m, w) => w.close(2)),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await runCommands(spec(), cmds);
+    await runCommands(strict(spec()), cmds);
   });
 
   it('negative control: a plain-DEL exclusive release is caught', async () => {
