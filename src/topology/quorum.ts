@@ -121,11 +121,8 @@ export class Quorum implements LockEngine {
     return Math.max(1, Math.min(bound, Math.floor(ttl * DEFAULTS.nodeTimeoutFraction)));
   }
 
-  /**
-   * When a lease a quorum granted, asked for at `sentAt`, stops being ours on this client's clock.
-   * A separate method so a test can build the broken variant that trusts a slow quorum.
-   */
-  protected validUntil(sentAt: number, ttl: number): number {
+  /** When a lease a quorum granted, asked for at `sentAt`, stops being ours on this client's clock. */
+  #validUntil(sentAt: number, ttl: number): number {
     const { driftFactor, driftConstant } = this.#options;
     const at = now();
     return at + validity(sentAt, at, ttl, driftFactor, driftConstant);
@@ -168,12 +165,12 @@ export class Quorum implements LockEngine {
     // lease, and a write-back would change nothing. Otherwise M is written back before it counts.
     let fenced: Round<number, Node> | undefined;
     if (atFence < this.#quorum) {
-      if (this.validUntil(sentAt, ttl) <= now()) {
+      if (this.#validUntil(sentAt, ttl) <= now()) {
         return this.#fail(name, owner, acquire, undefined, this.#noValidity(sentAt, ttl));
       }
       fenced = await this.#writeBack(name, owner, acquire, fence, timeout);
     }
-    const validUntil = this.validUntil(sentAt, ttl);
+    const validUntil = this.#validUntil(sentAt, ttl);
     if (validUntil - now() < 1) return this.#fail(name, owner, acquire, fenced, this.#noValidity(sentAt, ttl));
     return { acquired: true, fencingToken: fence, validUntil, owner };
   }
@@ -357,7 +354,7 @@ export class Quorum implements LockEngine {
     this.#told(name, 'extend', round, extendOutcome);
     if (verdict(round.tally) === 'won') {
       round.reportFailures(this.#onError, true);
-      const validUntil = this.validUntil(sentAt, ttl);
+      const validUntil = this.#validUntil(sentAt, ttl);
       return validUntil - now() >= 1 ? { extended: true, validUntil } : { extended: false, reason: 'validity-elapsed' };
     }
     if (lossKind(round.tally) === 'unavailable') {
