@@ -103,6 +103,11 @@ export function holderOf(v: LockValue): string | null {
   return v.shared !== null ? sharedMark(v.shared) : v.owner;
 }
 
+/** A holder as `holderOf` names it (force-release replies it so), read back: its owner, or the limit of the shared holds. */
+export function decodeHolder(holder: string): LockValue {
+  return holder.startsWith('^') ? sharedBy(whole(holder.slice(1))) : heldBy(holder);
+}
+
 /** A fencing counter's value, read. */
 export interface FenceRecord {
   /** The latest token issued (or raised to). */

@@ -341,6 +341,21 @@ describe('leasehold CLI against a real Redis', () => {
     expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
   });
 
+  it.concurrent('release --force names shared holders by their kind: a semaphore’s permits, a read-write lock’s readers', async () => {
+    const prefix = randomPrefix();
+    const locks = instance(prefix, 'pod-shared');
+    const permits = await Promise.all([1, 2].map(() => locks.acquire('pool', { limit: 3 })));
+    const readers = await Promise.all([1, 2].map(() => locks.acquire('doc', { mode: 'shared' })));
+    const pool = await run(prefix, 'release', 'pool', '--force');
+    expect(pool.code).toBe(0);
+    expect(pool.stdout).toContain('released "pool" (was held by the holders of a semaphore of 3 permits');
+    const doc = await run(prefix, 'release', 'doc', '--force');
+    expect(doc.code).toBe(0);
+    expect(doc.stdout).toContain('released "doc" (was held by shared holders (a read-write lock)');
+    // The holds find out at their next extension; their releases have nothing left to free.
+    await Promise.allSettled([...permits, ...readers].map((lock) => lock.release()));
+  });
+
   it.concurrent('history prints the runs of a job', async () => {
     const prefix = randomPrefix();
     const locks = instance(prefix);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/cli/doctor/finding.js';
 import type { NodeFacts } from '../../src/cli/doctor/probe.js';
 import { clock, cluster, latency, persistence, replication } from '../../src/cli/doctor/rules.js';
-import { looksLikeLockName, looksLikeToken } from '../../src/cli/doctor/scan.js';
+import { looksLikeFenceRecord, looksLikeLockName, looksLikeToken } from '../../src/cli/doctor/scan.js';
 import { Leasehold } from '../../src/index.js';
 import { type RedisServer, randomPrefix, startCluster, startRedis, waitFor } from '../harness/index.js';
 import { snapshotCli } from './snapshot.js';
@@ -317,5 +317,15 @@ describe('doctor rules on facts', () => {
       expect(looksLikeToken(v), v).toBe(true);
     }
     for (const v of ['1', 'locked', 'true', 'worker-3', 'alice']) expect(looksLikeToken(v), v).toBe(false);
+  });
+
+  it('what the key scan takes for a fencing counter of another prefix: a fence record with a grant', () => {
+    for (const v of ['7 1733400000123456 pod-1', '7 1733400000123456 pod 1|q3Zk9v0_Lw8yXc2mTb4hRA', '7 1 ']) {
+      expect(looksLikeFenceRecord(v), v).toBe(true);
+    }
+    // A counter raise-fence lifted alone records no grant; the rest are not fence records.
+    for (const v of ['7', '7|A', '7 1', '7 1|A', 'x 1 pod', ' 7 1 pod', '', 'locked']) {
+      expect(looksLikeFenceRecord(v), v).toBe(false);
+    }
   });
 });

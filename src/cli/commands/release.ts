@@ -1,4 +1,5 @@
 import { DEFAULTS } from '../../core/defaults.js';
+import { decodeHolder } from '../../store/formats.js';
 import { type OperatorCommand, operand, UsageError } from '../command.js';
 import { printJson, shortToken } from '../format.js';
 
@@ -42,13 +43,14 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
       return 0;
     }
     const by = reply.holder ? ` (${reply.holder.instance})` : '';
-    // A lock held by shared holds has no one owner: its value marks it ('^<permits>', 0 for readers).
-    const shared = /^\^(\d+)/.exec(reply.owner);
-    const whom = shared
-      ? shared[1] === '0'
-        ? 'shared holders (a read-write lock)'
-        : `the holders of a semaphore of ${shared[1]} permits`
-      : shortToken(reply.owner);
+    // A lock held by shared holds has no one owner: the reply names their limit (0 for readers).
+    const { shared } = decodeHolder(reply.owner);
+    const whom =
+      shared === null
+        ? shortToken(reply.owner)
+        : shared === 0
+          ? 'shared holders (a read-write lock)'
+          : `the holders of a semaphore of ${shared} permits`;
     const was = `was held by ${whom}${by}${fence === null ? '' : `, fencing token ${fence}`}`;
     const next =
       reply.woken === null

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { BadReply, decodeFence } from '../../store/formats.js';
 import { count, type Finding } from './finding.js';
 
 /**
@@ -39,9 +40,8 @@ const HEX = /[0-9a-f]{16,}/i;
 const BASE64 = /^[A-Za-z0-9_\-+/]{16,}={0,2}$/;
 /** leasehold's key layout (store/redis/keys.ts): `<prefix>:{<name>}` and its companions. */
 const LEASEHOLD_KEY = /^(.+?):\{.+\}(?::(?:fence|released|waiters|alive|holds|grants|tick|runs))?$/;
-/** A fencing counter's value: '<token> <taken-at µs> <instance>', then '|<owner>' once released. */
+/** A fencing counter's key; its value is a fence record (store/formats.ts). */
 const FENCE_KEY = /^(.+?):\{.+\}:fence$/;
-const FENCE_VALUE = /^\d+ \d+ /;
 /** Bytes of a string's value read: enough for any owner token. */
 const VALUE_HEAD = 100;
 /** Examples shown per finding. */
@@ -56,6 +56,16 @@ export function looksLikeToken(value: string): boolean {
 
 export function looksLikeLockName(key: string): boolean {
   return LOCK_NAME.test(key);
+}
+
+/** Whether the head of a fencing counter's value is a fence record with a grant, as an acquire writes it. */
+export function looksLikeFenceRecord(head: string): boolean {
+  try {
+    return decodeFence(head).grant !== null;
+  } catch (error) {
+    if (error instanceof BadReply) return false;
+    throw error;
+  }
 }
 
 /** What one key is, as far as the scan is concerned. */
@@ -138,7 +148,7 @@ export async function scanForLocks(
           continue;
         }
         const fence = FENCE_KEY.exec(seen.key);
-        if (fence?.[1] !== undefined && seen.value !== null && FENCE_VALUE.test(seen.value)) prefixes.add(fence[1]);
+        if (fence?.[1] !== undefined && seen.value !== null && looksLikeFenceRecord(seen.value)) prefixes.add(fence[1]);
         (LEASEHOLD_KEY.test(seen.key) ? shaped : candidates).push(seen);
       }
       options.onProgress(scanned, total);

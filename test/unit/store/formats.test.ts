@@ -4,6 +4,7 @@ import { ErrorCode } from '../../../src/core/errors.js';
 import {
   BadReply,
   decodeFence,
+  decodeHolder,
   decodeLockValue,
   decodeRun,
   decodeWaiter,
@@ -83,6 +84,14 @@ describe('kept values: encode then decode is the identity', () => {
     roundTrips(lockValue, encodeLockValue, decodeLockValue);
   });
 
+  it('the holder a lock value names (held or shared; force-release replies it)', () => {
+    const holder = fc.oneof(
+      token.map((owner) => heldBy(owner)),
+      fc.nat({ max: 1_000_000 }).map((n) => sharedBy(n)),
+    );
+    roundTrips(holder, (v) => holderOf(v) as string, decodeHolder);
+  });
+
   it('the fence record, with and without a grant and a release mark', () => {
     roundTrips(fence, encodeFence, decodeFence);
   });
@@ -114,6 +123,8 @@ describe('kept values read as an operator reads them', () => {
     expect(holderOf(decodeLockValue('^2*'))).toBe('^2');
     expect(holderOf(decodeLockValue('A*'))).toBe('A');
     expect(holderOf(decodeLockValue('~W'))).toBeNull();
+    expect(decodeHolder('^3')).toEqual(sharedBy(3));
+    expect(decodeHolder('A')).toEqual(heldBy('A'));
   });
 
   it('the fence record and the grant it names', () => {
@@ -155,6 +166,8 @@ describe('kept values read as an operator reads them', () => {
 
   it('a value in no form of its format is refused, never read as the nearest one', () => {
     expect(() => decodeLockValue('^x')).toThrow(BadReply);
+    expect(() => decodeHolder('^')).toThrow(BadReply);
+    expect(() => decodeHolder('^3*')).toThrow(BadReply);
     expect(() => decodeFence('x 1 i')).toThrow(BadReply);
     expect(() => decodeFence('')).toThrow(BadReply);
     expect(() => decodeWaiter('soon')).toThrow(BadReply);
