@@ -2,32 +2,9 @@ import { ErrorCode, LockError } from '../core/errors.js';
 import type { Holder, StoredOutcome, StoredRun } from './port.js';
 
 /**
- * The values the Redis store keeps, each declared once: its form, its encoder (what the Lua
- * writes, and what the memory store writes in its place) and its decoder (every TypeScript read).
- * It sits in store/ rather than store/redis/ because both stores read it, and they never import each other.
- *
- * - Lock value (the lock key): '<owner>', '~<w1> <w2>…' (reserved), '^<limit>' (shared holds), each
- *   with '*' once waiters queued. Written by lib/lease.lua `take`, lib/hand-on.lua `hand_on` and
- *   `enqueue` (the mark), acquire-shared.lua and leave-shared.lua; read in Lua by `read_lock`; in
- *   TypeScript by scripts.ts (inspect, inspect-shared, queued, force-release) and by
- *   cli/commands/release.ts (its own match of '^<limit>'). Memory: record.ts `Lease.value`.
- * - Fence record (the fencing counter, and each field of the grants hash without the mark):
- *   '<token> <taken-at µs> <instance>', then '|<owner>' once that owner released it; '<token>'
- *   alone when raise-fence.lua lifts a missing counter. Written by lib/lease.lua `issue`,
- *   lib/hand-on.lua `end_lease` (the mark), raise-fence.lua, lib/shared.lua `hold`; read in Lua by
- *   `fence_of`, `grant_of` and `end_lease`; in TypeScript by scripts.ts (inspect, inspect-shared,
- *   force-release) and by cli/doctor/scan.ts (its own match of the head). Memory: record.ts `Counter`.
- * - Waiter entry (a field of the liveness hash): '<deadline ms>', '<deadline ms> ^<limit>' (shared),
- *   '<deadline ms> =<ttl>:<retention>:<room> <instance>' (may be granted outright). Written by
- *   lib/hand-on.lua `enqueue` (the deadline moved by `summon` and lib/shared.lua `challenge`); read
- *   in Lua by `waiter_of`; no TypeScript read. Memory: record.ts `#waiters`, decoded.
- * - Run record (a member of the run history): JSON, the fencing token as a decimal string. Written
- *   by claim-tick.lua, rewritten by finish-tick.lua; read in Lua by claim-tick.lua `kept_for`; in
- *   TypeScript by scripts.ts (read-job). Memory: record.ts `runs`, decoded.
- *
- * The rest is integers: the waiters' scores (arrival, µs), the holds' scores (end of a hold, ms; 0
- * released), the tick marker (ms). Owner tokens are base64url, so no mark occurs inside one. The
- * channel's hand-off message is sent, not kept: replies.ts decodes it.
+ * The values the Redis store keeps, each declared once: its form, its encoder (what the Lua writes,
+ * and what the memory store writes in its place) and its decoder (every TypeScript read). Both stores
+ * read it, and they never import each other. Who writes and reads each: docs/stored-formats.md.
  */
 
 /** A reply, or a value kept in one, that its decoder does not know. */

@@ -9,15 +9,11 @@ import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTE
  * a read-only SELECT), so it is one transaction on the server, and each function takes its lock's
  * row with SELECT … FOR UPDATE before it reads anything it will write: no read-then-write race.
  * Times are the server's: every function reads clock_timestamp() once and uses it throughout.
- *   <prefix>_locks    one row per lock name: the lease or the reservation for a woken waiter,
- *                     the latest grant (fencing token, time, instance, who released it), the job's
- *                     latest tick; dropped once nothing in it is live any more (`retain_until`)
- *   <prefix>_waiters  the waiters' queue: one row per waiter, in arrival order, each with its
- *                     own liveness deadline
- *   <prefix>_runs     the scheduler's run history, by job name and fencing token
- *   <prefix>_holds    shared holds (a semaphore's permits, a read-write lock's readers), one row
- *                     each, while the lock's row says '^<limit>' (shared-sql.ts)
- *   <prefix>_fence    the sequence every fencing token comes from
+ * <prefix>_locks: a row per lock name (the lease or a woken waiter's reservation, the latest grant,
+ * a job's latest tick), a lock's dropped once nothing in it is live (`retain_until`), a job's kept;
+ * <prefix>_waiters: the queue, each waiter with its own liveness deadline; <prefix>_runs: the run
+ * history; <prefix>_holds: shared holds, while the lock's row says '^<limit>' (shared-sql.ts);
+ * <prefix>_fence: the sequence of every fencing token. Each in full: docs/postgres.md, "The schema".
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
