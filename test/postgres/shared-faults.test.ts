@@ -1,5 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { type AcquireOptions, DEFAULTS, type Leasehold, type LeaseholdOptions, type Lock } from '../../src/index.js';
@@ -13,7 +14,8 @@ import { postgresFixture } from './fixture.js';
 /**
  * Real faults against semaphores and read-write locks on PostgreSQL: a holder process killed with
  * kill -9 (its hold reclaimed on the server's clock once its ttl is over, the others keeping
- * theirs), the database backends of a holder and a waiter terminated (pg_terminate_backend), the
+ * theirs), a queued waiter killed with kill -9 (it costs those behind it one reservation, not its
+ * liveness), the database backends of a holder and a waiter terminated (pg_terminate_backend), the
  * server restarted (a fast shutdown, and kill -9 of every server process) while holds exist.
  * Each runs on both primitives: `shared` is the kind of hold, `other` what waits beside it.
  */
@@ -66,6 +68,15 @@ describe.each(KINDS)('PostgreSQL faults: $label', (kind) => {
     };
     expect((await next()).event).toBe('ready');
     return { send: (message: Record<string, unknown>) => child.send(message), next, kill9 };
+  }
+
+  /** The backend of the listening session of application `app`, once it LISTENs on `name`'s channel. */
+  async function listener(app: string, prefix: string, name: string): Promise<number | undefined> {
+    const rows = await db.server.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2',
+      [app, `LISTEN "${channelOf(prefix, name)}"`],
+    );
+    return rows[0]?.pid;
   }
 
   function inspect(prefix: string, name: string): Promise<SharedState> {
@@ -149,6 +160,45 @@ describe.each(KINDS)('PostgreSQL faults: $label', (kind) => {
     },
   );
 
+  it('a waiter killed with kill -9 at the head of the queue (a permit, or a reader ahead of a writer): the live waiter behind it waits out one reservation, not the dead one’s liveness', async () => {
+    const prefix = randomPrefix();
+    const app = `l-${prefix}`;
+    const holder = leasehold(prefix);
+    const live = leasehold(prefix, {}, db.ownPool({ max: 2, application_name: app }));
+    // Full: both permits held, or the lock held exclusively, so a permit or a reader has to queue.
+    const holds: Lock[] = [];
+    for (let i = 0; i < (kind.limit ?? 1); i++) {
+      holds.push(await holder.acquire('dh', { ...(kind.limit === null ? kind.other : kind.shared), ttl: 30_000 }));
+    }
+    const store = new PostgresStore(db.pool, { prefix });
+    const doomed = await start(prefix);
+    doomed.send({ cmd: 'wait', name: 'dh', ttl: 30_000, wait: 60_000, ...kind.shared });
+    expect((await doomed.next()).event).toBe('waiting');
+    await waitFor(async () => (await store.queued('dh', 1)).count === 1, { timeout: 10 * TTL });
+    await doomed.kill9();
+    const waiting = live.acquire('dh', { ...kind.other, ttl: 30_000, wait: 2 * DEFAULTS.waiterLease });
+    await waitFor(async () => (await store.queued('dh', 2)).count === 2, { timeout: 10 * TTL });
+    await waitFor(async () => (await listener(app, prefix, 'dh')) !== undefined, { timeout: 10 * TTL });
+    // Let the live waiter make its retry once it listens, and park: its fallback timer is then
+    // the holds' lease, capped at maxPark, so only the hand-off can bring it in sooner.
+    await sleep(DEFAULTS.reservation);
+    const [first, ...rest] = holds as [Lock, ...Lock[]];
+    const sent = performance.now();
+    expect(await first.release()).toBe(true);
+    const released = performance.now();
+    const lock = await waiting;
+    const granted = performance.now();
+    // The release reserved the lock (or the permit) for the dead waiter at the head and named the
+    // live one next: it tried again once that reservation lapsed, with one reservation more for the
+    // round trips. The dead waiter's liveness (waiterLease) played no part.
+    expect(granted - sent).toBeGreaterThanOrEqual(DEFAULTS.reservation);
+    expect(granted - released).toBeLessThan(2 * DEFAULTS.reservation + DEFAULTS.expiryMargin);
+    // Admitted by the hand-off, the dead waiter left the queue: no later release reserves anything for it.
+    expect(await store.queued('dh', 1)).toMatchObject({ count: 0, reserved: null });
+    expectSafe(await store.inspectShared('dh'));
+    for (const l of [lock, ...rest]) expect(await l.release()).toBe(true);
+  });
+
   it('the database backends of a holder and a waiter terminated: the hold is a row and stays its holder’s (extended over a new connection), the waiter listens again and is handed the lock by the release', async () => {
     const prefix = randomPrefix();
     const [holderApp, waiterApp] = [`h-${prefix}`, `w-${prefix}`];
@@ -161,23 +211,14 @@ describe.each(KINDS)('PostgreSQL faults: $label', (kind) => {
     const waiting = waiter.acquire('term', { ...kind.other, ttl: long, wait: 2 * long });
     const store = new PostgresStore(db.pool, { prefix });
     await waitFor(async () => (await store.queued('term', 1)).count === 1, { timeout: 10 * TTL });
-    const listen = `LISTEN "${channelOf(prefix, 'term')}"`;
-    /** The backend of the waiter's listening session, once it LISTENs on the lock's channel. */
-    const listener = async () =>
-      (
-        await db.server.query<{ pid: number }>(
-          'SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query = $2',
-          [waiterApp, listen],
-        )
-      )[0]?.pid;
-    await waitFor(async () => (await listener()) !== undefined, { timeout: 10 * TTL });
-    const before = await listener();
+    await waitFor(async () => (await listener(waiterApp, prefix, 'term')) !== undefined, { timeout: 10 * TTL });
+    const before = await listener(waiterApp, prefix, 'term');
     const terminated = await db.server.query<{ done: boolean }>(
       'SELECT pg_terminate_backend(pid) AS done FROM pg_stat_activity WHERE application_name IN ($1, $2)',
       [holderApp, waiterApp],
     );
     expect(terminated.length).toBeGreaterThanOrEqual(2);
-    await waitFor(async () => ![undefined, before].includes(await listener()), {
+    await waitFor(async () => ![undefined, before].includes(await listener(waiterApp, prefix, 'term')), {
       timeout: 10 * TTL,
       message: 'the channel LISTENed again on a new session',
     });
