@@ -1,0 +1,165 @@
+/**
+ * Where a serial cycle's node CPU goes, layer by layer: the same acquire + release on one
+ * redis-server, entered at each layer of the library in turn, interleaved in short slices.
+ *
+ *   node bench/layers.mjs [--rounds N] [--slice MS]
+ *
+ * Rows, from the bottom up (each includes the ones above it in this list):
+ * - `fenced functions (floor)`: two FCALLs of a minimal fenced lock (bench/README.md, the floor);
+ * - `leasehold's functions, raw`: leasehold's acquire and release functions called straight on
+ *   ioredis with the keys and arguments the store sends: what the scripts' interface costs;
+ * - `store`: the Redis store's acquire and release (keys, arguments, FCALL, replies decoded);
+ * - `engine`: the single-store engine's attempt and release (commandTimeout, validity);
+ * - `Leasehold acquire + release`, `withLock`: what an application calls.
+ * The internals are bundled from src/ with esbuild for this run (they are not exported). Node and
+ * redis-server share CPU 0, as in the main bench; only the differences between rows mean much.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { build } from 'esbuild';
+import { closeAll, connect } from './clients.mjs';
+import { pinToOneCpu } from './placement.mjs';
+import { startRedis } from './server.mjs';
+import { median } from './stats.mjs';
+
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '12' }, slice: { type: 'string', default: '300' } },
+});
+const rounds = Number(values.rounds);
+const slice = Number(values.slice);
+const TTL = 10_000;
+
+// Inside the checkout, so the bundle's imports of ioredis and the rest resolve from node_modules.
+const cache = new URL('../node_modules/.cache/', import.meta.url).pathname;
+mkdirSync(cache, { recursive: true });
+const dir = mkdtempSync(join(cache, 'leasehold-layers-'));
+const entry = join(dir, 'entry.js');
+const src = new URL('../src/', import.meta.url).pathname;
+await build({
+  stdin: {
+    contents: [
+      `export { Leasehold } from '${src}leasehold.ts';`,
+      `export { resolveStore } from '${src}store/registry.ts';`,
+      `export { mutex } from '${src}primitives/mutex.ts';`,
+      `export { Single } from '${src}topology/single.ts';`,
+      `export { EvictionCheck } from '${src}store/eviction-check.ts';`,
+      `export { DEFAULTS } from '${src}core/defaults.ts';`,
+      `export { SCRIPTS } from '${src}store/redis/scripts.ts';`,
+      `export { lockKeys } from '${src}store/redis/keys.ts';`,
+    ].join('\n'),
+    resolveDir: src,
+    loader: 'ts',
+  },
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  outfile: entry,
+  loader: { '.lua': 'text' },
+  packages: 'external',
+  logLevel: 'error',
+});
+const L = await import(entry);
+
+const server = await startRedis();
+const placement = pinToOneCpu([server.pid]);
+const client = await connect(server.port);
+const lh = new L.Leasehold(client);
+try {
+  await (await lh.acquire('warm', { ttl: TTL })).release();
+  const { DEFAULTS } = L;
+  const { store } = L.resolveStore(client, { prefix: 'layers', onError: () => {} });
+  const handOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false, direct: true });
+  const settings = {
+    instance: 'layers-bench',
+    fenceRetention: DEFAULTS.fenceRetention,
+    waiterLease: DEFAULTS.waiterLease,
+  };
+  const engine = new L.Single(L.mutex, store, false, {
+    commandTimeout: DEFAULTS.commandTimeout,
+    driftFactor: DEFAULTS.driftFactor,
+    driftConstant: DEFAULTS.driftConstant,
+    ...settings,
+    handOn,
+    eviction: new L.EvictionCheck([store], 'warn', () => {}),
+  });
+  await client.function(
+    'LOAD',
+    'REPLACE',
+    `#!lua name=bench_layers
+redis.register_function('bench_layers_acquire', function(KEYS, ARGV)
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+  return redis.call('INCR', KEYS[2])
+end)
+redis.register_function('bench_layers_release', function(KEYS, ARGV)
+  if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+  return 0
+end)`,
+  );
+  // Through the store once, so its library is loaded; then its functions, called as the store calls them.
+  await store.acquire('raw', { owner: 'warm-owner', ttl: TTL, ...settings });
+  await store.release('raw', 'warm-owner', handOn);
+  const raw = (script, request, publish) => script.input('layers', 'raw', request, publish, 'room');
+  let n = 0;
+  const owner = () => `layers-bench-owner-${n++}`;
+  const rows = {
+    'fenced functions (floor)': async () => {
+      const t = owner();
+      await client.fcall('bench_layers_acquire', 2, '{floor}', '{floor}:fence', t, TTL);
+      await client.fcall('bench_layers_release', 1, '{floor}', t);
+    },
+    "leasehold's functions, raw": async () => {
+      const t = owner();
+      const a = raw(L.SCRIPTS.acquire, { owner: t, ttl: TTL, ...settings }, '');
+      await client.fcall(L.SCRIPTS.acquire.fn, a.keys.length, ...a.keys, ...a.args);
+      const r = raw(L.SCRIPTS.release, { owner: t, handOn }, 'PUBLISH');
+      await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args);
+    },
+    store: async () => {
+      const t = owner();
+      await store.acquire('store', { owner: t, ttl: TTL, ...settings });
+      await store.release('store', t, handOn);
+    },
+    engine: async () => {
+      const t = owner();
+      await engine.attempt('engine', t, TTL, 0, false);
+      await engine.release('engine', t);
+    },
+    'Leasehold acquire + release': async () => {
+      const lock = await lh.acquire('leasehold', { ttl: TTL, wait: 0 });
+      await lock.release();
+    },
+    withLock: () => lh.withLock('with-lock', { ttl: TTL, wait: 0 }, () => undefined),
+  };
+  const samples = Object.fromEntries(Object.keys(rows).map((name) => [name, []]));
+  for (let round = 0; round < rounds; round++) {
+    const order = Object.entries(rows).sort(() => Math.random() - 0.5);
+    for (const [name, cycle] of order) {
+      for (let i = 0; i < 300; i++) await cycle();
+      const cpu = process.cpuUsage();
+      const started = performance.now();
+      let cycles = 0;
+      while (performance.now() - started < slice) {
+        await cycle();
+        cycles++;
+      }
+      const used = process.cpuUsage(cpu);
+      samples[name].push((used.user + used.system) / cycles);
+    }
+  }
+  console.log(`${placement}; ${rounds} rounds of ${slice} ms per row; median node CPU per cycle\n`);
+  console.log('| layer | node CPU µs/cycle | added by this layer |');
+  console.log('|---|--:|--:|');
+  let previous;
+  for (const name of Object.keys(rows)) {
+    const us = median(samples[name]);
+    const added = previous === undefined || name === 'withLock' ? '' : (us - previous).toFixed(1);
+    console.log(`| ${name} | ${us.toFixed(1)} | ${added} |`);
+    if (name !== 'withLock') previous = us;
+  }
+} finally {
+  await lh.close();
+  await closeAll([client]);
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
