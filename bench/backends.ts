@@ -16,7 +16,6 @@ const args = process.argv.slice(2).filter((a) => a !== '--');
 const peers = args.includes('--peers');
 const script = peers ? './run.mjs' : './backend-table.mjs';
 const [postgres, etcd] = await Promise.all([startPostgres(), startEtcdCluster({ members: 3 })]);
-const [etcdUrl] = etcd.endpoints;
 let code = 1;
 try {
   const run = spawn(
@@ -27,8 +26,7 @@ try {
       env: {
         ...process.env,
         BENCH_POSTGRES_URL: postgres.url,
-        // run.mjs's etcd client takes one member (it forwards writes to the leader); the table's takes all.
-        ...(etcdUrl === undefined ? {} : { BENCH_ETCD_URL: etcdUrl }),
+        // Both runs' etcd clients take every member.
         BENCH_ETCD_URLS: etcd.endpoints.join(','),
       },
     },

@@ -114,7 +114,8 @@ function tracedLeasehold() {
 
 /** A PostgreSQL pool and an etcd client, when the run was given their URLs (bench/backends.ts starts both). */
 const POSTGRES_URL = process.env.BENCH_POSTGRES_URL;
-const ETCD_URL = process.env.BENCH_ETCD_URL;
+/** Every member, comma-separated (BENCH_ETCD_URLS), so the client survives a member going; one also works. */
+const ETCD_URL = process.env.BENCH_ETCD_URLS ?? process.env.BENCH_ETCD_URL;
 
 async function postgresBackend() {
   const { default: pg } = await import('pg');
@@ -124,7 +125,7 @@ async function postgresBackend() {
 
 async function etcdBackend() {
   const { Etcd3 } = await import('etcd3');
-  const client = new Etcd3({ hosts: ETCD_URL });
+  const client = new Etcd3({ hosts: ETCD_URL.split(',') });
   return { client, close: async () => client.close() };
 }
 
