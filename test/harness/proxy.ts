@@ -70,7 +70,7 @@ class Direction {
     private readonly sink: () => Socket | undefined,
     private readonly faults: Faults,
     private readonly onDrop: () => void,
-    private readonly onChunk: (chunk: Buffer) => boolean = () => true,
+    onChunk: (chunk: Buffer) => boolean = () => true,
   ) {
     source.on('data', (chunk: Buffer) => {
       if (faults.blackholed) {
