@@ -1,6 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, type Leasehold, type Lock, LockError, LockLostError, LockTimeoutError } from '../../src/index.js';
+import {
+  DEFAULTS,
+  ErrorCode,
+  type Leasehold,
+  type Lock,
+  LockError,
+  LockLostError,
+  LockTimeoutError,
+} from '../../src/index.js';
 import { waitFor } from '../harness/index.js';
 import type { PrimitiveContext } from './primitives.js';
 
@@ -266,6 +274,42 @@ export function sharedCases(ctx: PrimitiveContext): void {
       expect(performance.now() - started).toBeLessThan(2_000);
       for (const lock of held) expect(lock.expiresIn()).toBeGreaterThan(0);
       for (const lock of held) expect(await lock.release()).toBe(true);
+    });
+
+    it('readers let in ahead of a writer by a waiter that gives up wake it, so it takes the lock when they run out', async ({
+      skip,
+    }) => {
+      if (!(await hasShared())) return;
+      // etcd: after any earlier case of the suite, the first reader below is never told it holds
+      // once the writer releases (a reader with an exclusive waiter behind it); alone it passes.
+      if (ctx.backend().label === 'etcd3') skip();
+      const ttl = 300;
+      const [a, b, c] = [await ctx.leasehold(), await ctx.leasehold(), await ctx.leasehold()];
+      const holder = await a.acquire('ahead', { ttl: 30_000 });
+      const reading = { mode: 'shared' as const, ttl, autoExtend: false, wait: 10_000 };
+      const first = b.acquire('ahead', reading);
+      const giveUp = new AbortController();
+      const leaving = c.acquire('ahead', { wait: 10_000, signal: giveUp.signal }).catch((e: unknown) => e);
+      await queuedUp(ctx, 'ahead', 2);
+      // Both instances hear hand-offs now: the waiters below ask once, refused by the 30 s lease.
+      await waitFor(async () => (await ctx.backend().subscriptions(ctx.prefix(), 'ahead')) >= 2, { timeout: 5_000 });
+      const readers = [b.acquire('ahead', reading), c.acquire('ahead', reading)];
+      await queuedUp(ctx, 'ahead', 4);
+      // Fifth in line: the release below names only three after the reader it admits.
+      const writing = c.acquire('ahead', { ttl: 5_000, wait: 10_000 });
+      await queuedUp(ctx, 'ahead', 5);
+      await holder.release();
+      await first;
+      // The exclusive waiter between the readers gives up: the two behind it join the first, and
+      // all three run out unreleased. The writer is told when it is first in line.
+      giveUp.abort();
+      const left = performance.now();
+      expect(await leaving).toBe(giveUp.signal.reason);
+      await Promise.all(readers);
+      const writer = await writing;
+      // Within a reservation of the readers' end, not at its parked fallback (maxPark, 2 s).
+      expect(performance.now() - left).toBeLessThan(ttl + 2 * DEFAULTS.reservation);
+      expect(await writer.release()).toBe(true);
     });
 
     it('writers get in under a constant stream of readers within a bounded wait', async () => {

@@ -300,6 +300,16 @@ export class LockRecord {
     this.tell(woken, []);
   }
 
+  /**
+   * Wake the first live waiter, alone, to ask again: what keeps it out changed without a hand-off
+   * naming it, so it learns the new end rather than sleep on the old one. Nothing is reserved
+   * (lua/lib/hand-on.lua's ask_first).
+   */
+  askFirst(): void {
+    const head = this.#firstLive(false);
+    if (head !== null) this.tell([head.owner], []);
+  }
+
   /** Tell each of `woken` it was woken, one hand-off each; the last names `next` after it. */
   tell(woken: readonly string[], next: readonly string[]): void {
     woken.forEach((owner, i) => {

@@ -68,8 +68,7 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
       lock.tell(woken, next);
     } else {
       // Nobody admitted, but the lock may now end sooner than the head waiter was told: it asks again.
-      const head = lock.following()[0];
-      if (head !== undefined) lock.tell([head], []);
+      lock.askFirst();
     }
   }
   stretch(lock, mark);
@@ -79,10 +78,15 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
 export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquireReply {
   const held = lock.lease;
   const reserved = lock.reservation;
-  const take = (mark: Lease): SharedAcquireReply => {
+  // `handedOn`: a hand-off reserved the hold for this waiter, and named the waiters behind it.
+  const take = (mark: Lease, handedOn: boolean): SharedAcquireReply => {
     const grant = lock.issue(0, r.instance, r.fenceRetention);
     lock.holds.set(r.owner, { expiresAt: now() + r.ttl, grant });
-    if (r.queue === 'member') lock.granted(r.owner);
+    if (r.queue === 'member') {
+      lock.granted(r.owner);
+      // No hand-off named the first waiter left: it learns this hold's end (lua/acquire-shared.lua).
+      if (!handedOn) lock.askFirst();
+    }
     stretch(lock, mark);
     return { acquired: true, fence: grant.token };
   };
@@ -101,11 +105,11 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     const mine = lock.holds.get(r.owner);
     if (mine && mine.expiresAt > now()) {
       // A hold already this owner's (a re-sent call), or a permit a hand-off reserved for it.
-      return mine.grant ? { acquired: true, fence: mine.grant.token } : take(held);
+      return mine.grant ? { acquired: true, fence: mine.grant.token } : take(held, true);
     }
     prune(lock);
     const writer = r.limit === 0 || inUse(lock) < r.limit ? lock.exclusiveAhead(r.owner) : undefined;
-    if (writer === null) return take(held);
+    if (writer === null) return take(held, false);
     if (writer) {
       wait = lock.challenge(writer, r.handOn.reservation, r.waiterLease);
     } else if (r.limit > 0) {
@@ -120,9 +124,9 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     for (const owner of waiters) {
       if (owner !== r.owner) lock.holds.set(owner, { expiresAt: now() + wait, grant: null });
     }
-    return take(mark);
+    return take(mark, true);
   } else if (!held && !reserved) {
-    if (lock.exclusiveAhead(r.owner) === null) return take(fresh(now() + r.ttl, false));
+    if (lock.exclusiveAhead(r.owner) === null) return take(fresh(now() + r.ttl, false), false);
     // Free, with an exclusive waiter ahead: it gets the lock, as from a release.
     lock.handOn(r.handOn);
     const handed = lock.reservation;

@@ -3,11 +3,13 @@
 -- the lock is not held exclusively nor reserved for others, a permit is free, and no exclusive
 -- waiter is queued ahead; a hold whose lease ran out no longer counts (reclaimed on the server's
 -- clock). A waiter a hand-off admitted takes its place (a lock reserved for several shared waiters
--- becomes theirs, each keeping a reservation until it comes). Each hold gets its own fencing token
--- from the lock's counter. When refused, a caller that will wait queues; a free lock whose first
--- live waiter is exclusive is handed to that waiter, as a release would. A request kept out only by
--- an exclusive waiter ahead asks that waiter whether it is alive (challenge, lib/shared.lua), and
--- is told to try again when its answer is due. Idempotent per owner.
+-- becomes theirs, each keeping a reservation until it comes); a queued waiter that takes a hold no
+-- hand-off reserved for it wakes the first waiter left to ask again (ask_first, lib/hand-on.lua).
+-- Each hold gets its own fencing token from the lock's counter. When refused, a caller that will
+-- wait queues; a free lock whose first live waiter is exclusive is handed to that waiter, as a
+-- release would. A request kept out only by an exclusive waiter ahead asks that waiter whether it
+-- is alive (challenge, lib/shared.lua), and is told to try again when its answer is due.
+-- Idempotent per owner.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- include: lib/shared.lua
@@ -46,20 +48,28 @@ local value = redis.call('GET', lock)
 local holder, flagged, reserved = read_lock(value)
 
 -- Granted: leave the queue if this caller was in it, and stretch the lock to its latest hold.
-local function granted(token)
+-- `handed_on`: a hand-off reserved the hold for this caller, and named the waiters behind it.
+local function granted(token, handed_on)
   if ARGV[4] == '2' then
     redis.call('ZREM', waiters, owner)
     redis.call('HDEL', alive, owner)
-    -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
-    -- no later release names them.
-    first_live(waiters, alive, now_ms, false)
+    if handed_on then
+      -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
+      -- no later release names them.
+      first_live(waiters, alive, now_ms, false)
+    else
+      -- No hand-off named the first waiter left: it was refused by what kept the lock before
+      -- (a lease since released, or holds that may end sooner than this one); it asks again, so
+      -- it learns this hold's end and does not sleep on the old one if this hold runs out.
+      ask_first(waiters, alive, now_ms, ARGV[8], ARGV[9])
+    end
   end
   stretch(lock, holds, grants, now_ms)
   return {1, token}
 end
 
-local function take()
-  return granted(hold(holds, grants, fence, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]))
+local function take(handed_on)
+  return granted(hold(holds, grants, fence, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]), handed_on)
 end
 
 local wait = redis.call('PTTL', lock)
@@ -78,14 +88,14 @@ if is_shared(holder) then
       return {1, fence_of(grant)}
     end
     -- A permit a hand-off reserved for this waiter.
-    return take()
+    return take(true)
   end
   prune(holds, grants, now_ms)
   local writer, entry
   if limit == 0 or in_use(holds, now_ms) < limit then
     writer, entry = exclusive_ahead(waiters, alive, owner, now_ms)
     if not writer then
-      return take()
+      return take(false)
     end
   end
   if entry then
@@ -107,12 +117,12 @@ elseif holder == nil and reserved_for(reserved, owner) then
       redis.call('ZADD', holds, int(now_ms + wait), w)
     end
   end
-  return take()
+  return take(true)
 elseif value == false then
   if not exclusive_ahead(waiters, alive, owner, now_ms) then
     redis.call('DEL', holds, grants)
     redis.call('SET', lock, kind, 'PX', ttl)
-    return take()
+    return take(false)
   end
   -- Free, with an exclusive waiter ahead: it gets the lock, as from a release.
   hand_on(lock, waiters, alive, ARGV[8], ARGV[9], ARGV[10], ARGV[11])

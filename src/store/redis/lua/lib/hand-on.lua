@@ -145,6 +145,17 @@ local function nudge(waiters, alive, now_ms, publish, channel)
   end
 end
 
+-- Wake the first live waiter, alone, to ask again ('?<w>', as nudge): what keeps it out changed
+-- without a hand-off naming it (another waiter took what the lock had free, or holds left it that
+-- may end sooner than it was told), so it learns the new end and does not sleep on the old one.
+-- Nothing is reserved; dead waiters at the head are dropped all the same.
+local function ask_first(waiters, alive, now_ms, publish, channel)
+  local head = first_live(waiters, alive, now_ms, false)
+  if head ~= '' and publish ~= '' then
+    redis.call(publish, channel, '?' .. head)
+  end
+end
+
 -- Free the lock and hand it to the first live waiter: reserve it for that waiter for `ms`, and
 -- publish '<woken> <next> [<then> <then>]' on the release channel: the waiter woken, and up to three
 -- live waiters after it, the i-th of which retries i reservations later (summon holds it to that);

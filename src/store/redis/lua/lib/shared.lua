@@ -124,14 +124,11 @@ local function free_up(lock, kind, flagged, waiters, alive, holds, grants, publi
         summon(alive, next, now_ms, tonumber(ms))
       end
       tell(publish, channel, woken, next)
-    elseif publish ~= '' then
+    else
       -- Nobody admitted (an exclusive waiter at the head, or no permit free), but the lock may now
       -- end sooner than the head waiter was told when refused: it is woken to ask again, and its
       -- next refusal gives it the new end, so it does not sleep on past holds that run out.
-      local head = first_live(waiters, alive, now_ms, false)
-      if head ~= '' then
-        redis.call(publish, channel, '?' .. head)
-      end
+      ask_first(waiters, alive, now_ms, publish, channel)
     end
   end
   stretch(lock, holds, grants, now_ms)
