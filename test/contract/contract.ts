@@ -218,6 +218,34 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       await lock.release();
     });
 
+    it('a waiter the waiters ahead gave up for is woken, and gets the lock once the holder before it runs out', async () => {
+      const ttl = 300;
+      const [a, b] = [await leasehold(), await leasehold()];
+      const held = await a.acquire('gave-up', { ttl: 30_000 });
+      const first = b.acquire('gave-up', { ttl, autoExtend: false, wait: 10_000 });
+      await waitFor(async () => (await backend.queued(prefix, 'gave-up')) === 1, { timeout: 5_000 });
+      // The instance hears hand-offs now: the waiters below ask once, refused by the 30 s lease.
+      await waitFor(async () => (await backend.subscriptions(prefix, 'gave-up')) >= 1, { timeout: 5_000 });
+      const giveUp = new AbortController();
+      const leaving: Promise<unknown>[] = [];
+      for (const i of [2, 3, 4]) {
+        leaving.push(b.acquire('gave-up', { wait: 10_000, signal: giveUp.signal }).catch((e: unknown) => e));
+        await waitFor(async () => (await backend.queued(prefix, 'gave-up')) === i, { timeout: 5_000 });
+      }
+      // Fifth in line: the release below names only the three after the waiter it wakes.
+      const last = b.acquire('gave-up', { wait: 10_000 });
+      await waitFor(async () => (await backend.queued(prefix, 'gave-up')) === 5, { timeout: 5_000 });
+      await held.release();
+      await first;
+      giveUp.abort();
+      const left = performance.now();
+      for (const error of await Promise.all(leaving)) expect(error).toBe(giveUp.signal.reason);
+      const lock = await last;
+      // Once the first waiter's lease ran out, within a reservation, not at its parked fallback (maxPark, 2 s).
+      expect(performance.now() - left).toBeLessThan(ttl + 2 * DEFAULTS.reservation);
+      expect(await lock.release()).toBe(true);
+    });
+
     it('wait runs out with LockTimeoutError and leaves no subscription, timer or key behind', async () => {
       const a = await leasehold();
       const b = await leasehold();

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from '../../core/errors.js';
 import { sharedFunctions } from './shared-sql.js';
-import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
+import { dollarQuote, epochMs, firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
 
 /**
  * The schema of one prefix, as plain SQL: four tables, a sequence and one PL/pgSQL function per
@@ -17,7 +17,7 @@ import { dollarQuote, epochMs, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTE
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 5';
+export const SCHEMA_VERSION = 'leasehold postgres schema 6';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -51,6 +51,8 @@ export interface SchemaNames {
     readonly admit: string;
     readonly following: string;
     readonly tell: string;
+    readonly askFirst: string;
+    readonly nudge: string;
     readonly stretch: string;
     readonly freeUp: string;
     readonly takeHold: string;
@@ -130,6 +132,8 @@ export function schemaNames(prefix: string): SchemaNames {
       admit: q('admit'),
       following: q('following'),
       tell: q('tell'),
+      askFirst: q('ask_first'),
+      nudge: q('nudge'),
       stretch: q('stretch'),
       freeUp: q('free_up'),
       takeHold: q('take_hold'),
@@ -170,6 +174,7 @@ function functions(n: SchemaNames): string[] {
     `WHEN retain_until >= t + ${keep} * ${MS} THEN retain_until ELSE t + (${keep} + ${keep} / 16) * ${MS} END`;
   const handOnArgs = HAND_ON_ARGS;
   const handOnCall = HAND_ON_CALL;
+  const first = firstLive(waiters);
   return [
     // The lock's row, locked for the rest of the transaction; made when `p_make` and missing (then
     // up to two rows with nothing live left in them are dropped, so the table holds what is live).
@@ -187,6 +192,41 @@ BEGIN
   DELETE FROM ${locks} WHERE name IN (
     SELECT name FROM ${locks} WHERE NOT job AND retain_until < t ORDER BY retain_until LIMIT 2 FOR UPDATE SKIP LOCKED);
   RETURN r;
+END`,
+    ),
+    // Wake the first live waiter, alone, to ask again ('?<owner>', lua/lib/hand-on.lua's
+    // ask_first): what keeps it out changed without a hand-off naming it, so it learns the new end
+    // rather than sleep on the old one. Nothing is reserved.
+    fn(
+      n.fn.askFirst,
+      'p_name text, t timestamptz, p_channel text',
+      'void',
+      `
+DECLARE head text := ${first};
+BEGIN
+  IF head IS NOT NULL THEN PERFORM pg_notify(p_channel, '?' || head); END IF;
+END`,
+    ),
+    // Wake the first live waiter to ask again, with the shared waiters of its kind among the
+    // waiters right behind it up to its limit (lua/lib/hand-on.lua's nudge): what keeps them out
+    // changed without a hand-off (a waiter ahead left). Nothing is reserved.
+    fn(
+      n.fn.nudge,
+      'p_name text, t timestamptz, p_channel text',
+      'void',
+      `
+DECLARE head ${waiters}; w ${waiters};
+BEGIN
+  SELECT * INTO head FROM ${waiters} WHERE name = p_name AND alive_until >= t ORDER BY arrival LIMIT 1;
+  IF NOT FOUND THEN RETURN; END IF;
+  PERFORM pg_notify(p_channel, '?' || head.owner);
+  IF head.kind IS NULL THEN RETURN; END IF;
+  FOR w IN SELECT * FROM ${waiters} WHERE name = p_name AND arrival > head.arrival ORDER BY arrival
+      LIMIT CASE head.kind WHEN 0 THEN ${MAX_ADMITTED} ELSE head.kind END - 1 LOOP
+    CONTINUE WHEN w.alive_until < t;
+    EXIT WHEN w.kind IS DISTINCT FROM head.kind;
+    PERFORM pg_notify(p_channel, '?' || w.owner);
+  END LOOP;
 END`,
     ),
     // Free the lock and hand it to the first live waiter (dead ones are dropped): reserve it for
@@ -334,8 +374,8 @@ BEGIN
   RETURN 'extended';
 END`,
     ),
-    // A waiter gives up: leave the queue; a reservation it had goes to the next waiter. Returns
-    // whether it had one.
+    // A waiter gives up: leave the queue; a reservation it had goes to the next waiter; if it was
+    // the first waiter, the new first is woken to ask again (nudge). Returns whether it had one.
     fn(
       n.fn.leave,
       `p_name text, p_owner text, ${handOnArgs}`,
@@ -344,10 +384,15 @@ END`,
 DECLARE
   t timestamptz := clock_timestamp();
   r ${locks} := ${n.fn.row}(p_name, t, false);
+  first boolean;
 BEGIN
   IF r.name IS NULL THEN RETURN false; END IF;
+  first := ${first} = p_owner;
   DELETE FROM ${waiters} WHERE name = p_name AND owner = p_owner;
-  IF NOT (${reserved} AND r.owner = p_owner) THEN RETURN false; END IF;
+  IF NOT (${reserved} AND r.owner = p_owner) THEN
+    IF first THEN PERFORM ${n.fn.nudge}(p_name, t, p_channel); END IF;
+    RETURN false;
+  END IF;
   PERFORM ${n.fn.handOn}(p_name, t, ${handOnCall});
   RETURN true;
 END`,

@@ -1,5 +1,5 @@
 import type { SchemaNames } from './schema.js';
-import { fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
+import { firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
 
 /**
  * Shared holds on PostgreSQL, as lua/lib/shared.lua keeps them on Redis: while they hold a lock,
@@ -147,7 +147,7 @@ END`,
       `p_name text, t timestamptz, ${HAND_ON_ARGS}`,
       'void',
       `
-DECLARE r ${locks}; used integer; lim integer; admitted text[]; head text;
+DECLARE r ${locks}; used integer; lim integer; admitted text[];
 BEGIN
   SELECT * INTO r FROM ${locks} WHERE name = p_name;
   SELECT count(*) INTO used FROM ${holds} WHERE name = p_name AND expires_at > t;
@@ -166,8 +166,7 @@ BEGIN
           instance = NULL;
       PERFORM ${n.fn.tell}(p_channel, admitted, ${n.fn.following}(p_name, t, p_reservation));
     ELSE
-      SELECT owner INTO head FROM ${waiters} WHERE name = p_name AND alive_until >= t ORDER BY arrival LIMIT 1;
-      IF head IS NOT NULL THEN PERFORM pg_notify(p_channel, '?' || head); END IF;
+      PERFORM ${n.fn.askFirst}(p_name, t, p_channel);
     END IF;
   END IF;
   PERFORM ${n.fn.stretch}(p_name, t);
@@ -186,7 +185,11 @@ END`,
  */
 function acquireShared(n: SchemaNames): string {
   const { locks, waiters, holds } = n;
-  const take = `code := 1; value := ${n.fn.takeHold}(p_name, p_owner, t, p_ttl, p_queue, p_instance, p_retention); RETURN;`;
+  const hold = `code := 1; value := ${n.fn.takeHold}(p_name, p_owner, t, p_ttl, p_queue, p_instance, p_retention);`;
+  // A hold a hand-off reserved for this waiter: the hand-off named the waiters behind it.
+  const take = `${hold} RETURN;`;
+  // A hold no hand-off reserved: the first waiter left (named by none) learns this hold's end.
+  const takeFree = `${hold} IF p_queue = 2 THEN PERFORM ${n.fn.askFirst}(p_name, t, p_channel); END IF; RETURN;`;
   return fn(
     n.fn.acquireShared,
     'p_name text, p_owner text, p_ttl bigint, p_limit integer, p_queue integer, p_instance text, ' +
@@ -211,7 +214,7 @@ BEGIN
     DELETE FROM ${holds} WHERE name = p_name AND expires_at <= t;
     IF p_limit = 0 OR (SELECT count(*) FROM ${holds} WHERE name = p_name) < p_limit THEN
       writer := ${n.fn.writer}(p_name, p_owner, t);
-      IF writer IS NULL THEN ${take} END IF;
+      IF writer IS NULL THEN ${takeFree} END IF;
       wait := ${n.fn.challenge}(p_name, writer, t, p_waiter_lease, ${HAND_ON_CALL});
     ELSE
       -- The first hold to end frees a permit.
@@ -231,7 +234,7 @@ BEGIN
       DELETE FROM ${holds} WHERE name = p_name;
       UPDATE ${locks} SET owner = mark, reserved = false, flagged = false, expires_at = t + p_ttl * ${MS}
         WHERE name = p_name;
-      ${take}
+      ${takeFree}
     END IF;
     -- Free, with an exclusive waiter ahead: it gets the lock, as from a release.
     PERFORM ${n.fn.handOn}(p_name, t, ${HAND_ON_CALL});
@@ -296,16 +299,19 @@ BEGIN
 END`,
     ),
     // A shared waiter gives up: leave the queue and pass on what a hand-off reserved for it (its
-    // place in a lock reserved for several, the last one out handing the lock on; or a permit).
-    // Returns whether it had one.
+    // place in a lock reserved for several, the last one out handing the lock on; or a permit);
+    // if it was the first waiter, the new first is woken to ask again (nudge). Returns whether it
+    // had a reservation.
     fn(
       n.fn.leaveShared,
       `p_name text, p_owner text, ${HAND_ON_ARGS}`,
       'boolean',
       `${start}
   rest text[];
+  first boolean;
 BEGIN
   IF r.name IS NULL THEN RETURN false; END IF;
+  first := ${firstLive(waiters)} = p_owner;
   DELETE FROM ${waiters} WHERE name = p_name AND owner = p_owner;
   IF ${reserved} AND p_owner = ANY(string_to_array(r.owner, ' ')) THEN
     rest := array_remove(string_to_array(r.owner, ' '), p_owner);
@@ -320,6 +326,7 @@ BEGIN
     PERFORM ${n.fn.freeUp}(p_name, t, ${HAND_ON_CALL});
     RETURN true;
   END IF;
+  IF first THEN PERFORM ${n.fn.nudge}(p_name, t, p_channel); END IF;
   RETURN false;
 END`,
     ),

@@ -24,3 +24,7 @@ export const HAND_ON_CALL = 'p_reservation, p_announce, p_channel';
 
 /** Shared waiters one hand-off admits together at most, when their kind has no limit (as lua/lib/hand-on.lua). */
 export const MAX_ADMITTED = 64;
+
+/** The first live waiter of lock p_name at t, as a scalar subquery (NULL when none is queued). */
+export const firstLive = (waiters: string) =>
+  `(SELECT owner FROM ${waiters} WHERE name = p_name AND alive_until >= t ORDER BY arrival LIMIT 1)`;
