@@ -12,6 +12,7 @@ import {
   redis,
   runCommands,
   type Size,
+  showsDefect,
   strict,
   takeStats,
   VIRTUAL,
@@ -40,6 +41,11 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  * refused by) after the lock came free without a release, when the waiters ahead of it gave up;
  * now a leave by the first waiter wakes the new first to ask again. The test below keeps the
  * shrunk sequence.
+ *
+ * KNOWN DEFECT, not fixed (World.staleFallback excuses it, named): a waiter queued already that
+ * takes the lock when no hand-off reserved it tells no one behind it (Redis's acquire script is
+ * given no channel to publish on); when its lease runs out unreleased, the waiter first in line
+ * after it sleeps on while the lock is free. The `it.fails` test below shows it.
  */
 
 const NAME = 'mutex';
@@ -79,6 +85,26 @@ describe('the mutex checked against a model', () => {
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
     await runCommands(strict(spec()), cmds);
+  });
+
+  it.fails('KNOWN DEFECT: a waiter is not told when a queued waiter ahead takes the lock outside a hand-off and lets it run out', async () => {
+    // #2 holds for 2 s; five waiters queue, refused with 2 s. #2 releases: the first waiter takes
+    // the lock for 300 ms and lets it run out; the release named the next three, the last two of
+    // which give up at 150 ms. The second retries, takes the free lock at 305 ms (no hand-off) and
+    // lets it run out at 605 ms; the fifth, named by no message, sleeps until its wait ends at 1 s.
+    const take = (slot: number, ttl: Size, wait: 0 | Size) =>
+      acquireCommand({ slot, kind: 'exclusive', via: 'acquire', ttl, autoExtend: false, wait, abortable: false });
+    const cmds = [
+      take(2, 'long', 0),
+      take(0, 'short', 'long'),
+      take(0, 'short', 'long'),
+      take(1, 'short', 'short'),
+      take(1, 'short', 'short'),
+      take(0, 'short', 'long'),
+      releaseCommand(2, 0),
+      command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
+    ];
+    await showsDefect(spec(), cmds, /acquire 6 of #\d+ still waits though mutex has been surely free/);
   });
 
   it('negative control: a plain-DEL release is caught', async () => {

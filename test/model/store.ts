@@ -62,6 +62,8 @@ export interface Entry {
   readonly ttl: number | undefined;
   /** The attempt queues when refused. */
   readonly queues: boolean;
+  /** The attempt of a waiter queued already (it leaves the queue when granted). */
+  readonly member: boolean;
   /** A job run's finish: the lockAtLeastFor it asked for (an abandoned claim asks for none). */
   readonly atLeast: number | undefined;
   reply: unknown;
@@ -118,7 +120,13 @@ export class FaultyStore implements Store {
   async #call<T>(
     op: string,
     name: string,
-    detail: { owner?: string | undefined; ttl?: number | undefined; queues?: boolean; atLeast?: number },
+    detail: {
+      owner?: string | undefined;
+      ttl?: number | undefined;
+      queues?: boolean;
+      member?: boolean;
+      atLeast?: number;
+    },
     send: () => Promise<T>,
     net: Net = this.net,
   ): Promise<T> {
@@ -142,6 +150,7 @@ export class FaultyStore implements Store {
         operation: id,
         ttl: detail.ttl,
         queues: detail.queues ?? false,
+        member: detail.member ?? false,
         atLeast: detail.atLeast,
       });
       try {
@@ -159,7 +168,12 @@ export class FaultyStore implements Store {
   }
 
   acquire(name: string, request: AcquireRequest): ReturnType<Store['acquire']> {
-    const detail = { owner: request.owner, ttl: request.ttl, queues: request.queue !== undefined };
+    const detail = {
+      owner: request.owner,
+      ttl: request.ttl,
+      queues: request.queue !== undefined,
+      member: request.queue === 'member',
+    };
     return this.#call('acquire', name, detail, () => this.#inner.acquire(name, request));
   }
 
@@ -202,7 +216,12 @@ export class FaultyStore implements Store {
   async close(): Promise<void> {}
 
   acquireShared(name: string, request: SharedRequest): Promise<SharedAcquireReply> {
-    const detail = { owner: request.owner, ttl: request.ttl, queues: request.queue !== undefined };
+    const detail = {
+      owner: request.owner,
+      ttl: request.ttl,
+      queues: request.queue !== undefined,
+      member: request.queue === 'member',
+    };
     return this.#call('acquireShared', name, detail, () => this.#shared().acquireShared(name, request));
   }
 
