@@ -125,7 +125,7 @@ describe('PostgreSQL store', () => {
       expect(await s.release('held', 'w', HAND_ON)).toBe('released');
       for (const permit of permits) expect(await permit.release()).toBe(true);
       const version = await db.pool.query(`SELECT obj_description(to_regclass($1), 'pg_class') AS v`, [n.locks]);
-      expect(version.rows[0]?.v).toMatch(/schema 5$/);
+      expect(version.rows[0]?.v).toMatch(/schema 6$/);
       // Run again on the upgraded schema: nothing to do, nothing dropped.
       await db.pool.query(migrationSql(prefix));
     });
@@ -260,17 +260,19 @@ describe('PostgreSQL store', () => {
       // Reserved: nobody else may take it, the waiter it was kept for may.
       expect(await s.acquire('h', { ...REQUEST, owner: 'barger' })).toMatchObject({ acquired: false });
       expect(await s.acquire('h', { ...REQUEST, owner: 'w1', queue: 'member' })).toMatchObject({ acquired: true });
-      // w2 gives up: it leaves the queue; w3 is first.
+      // w2 gives up from the head: it leaves the queue, and w3, first now, is told to ask again.
       await s.leave('h', 'w2', HAND_ON);
       expect((await s.queued('h', 1)).first).toEqual(['w3']);
+      await waitFor(() => heard.length === 2);
+      expect(heard[1]).toEqual({ woken: 'w3', next: [] });
       // The lease flagged by the waiters behind: its release hands on again, to w3.
       expect(await s.release('h', 'w1', HAND_ON)).toBe('released');
-      await waitFor(() => heard.length === 2);
-      expect(heard[1]).toEqual({ woken: 'w3', next: ['w4', 'w5'] });
+      await waitFor(() => heard.length === 3);
+      expect(heard[2]).toEqual({ woken: 'w3', next: ['w4', 'w5'] });
       // w3 leaves while the lock is reserved for it: the reservation passes to w4.
       await s.leave('h', 'w3', HAND_ON);
-      await waitFor(() => heard.length === 3);
-      expect(heard[2]).toEqual({ woken: 'w4', next: ['w5'] });
+      await waitFor(() => heard.length === 4);
+      expect(heard[3]).toEqual({ woken: 'w4', next: ['w5'] });
       stop();
     });
 
