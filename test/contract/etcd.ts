@@ -7,8 +7,7 @@ import type { ContractBackend } from './backends.js';
 /**
  * The contract suite's etcd: one real etcd member, a fresh etcd3 client per Leasehold. Tokens are
  * create revisions from etcd's raft log (`tokens: 'log'`): small numbers, monotonic across restarts
- * by construction. Every case of the suite holds on etcd but one, skipped: an admitted reader
- * left untold (test/contract/shared.ts says when).
+ * by construction.
  */
 
 /** A lock's line of contenders as the store lays it out (the store's own key builder). */
