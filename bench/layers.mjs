@@ -5,7 +5,7 @@
  *   node bench/layers.mjs [--rounds N] [--slice MS]
  *
  * Rows, from the bottom up (each includes the ones above it in this list):
- * - `fenced functions (floor)`: two FCALLs of a minimal fenced lock (bench/README.md, the floor);
+ * - `fenced functions (floor)`: two FCALLs of a minimal fenced lock (fenced-floor.mjs);
  * - `leasehold's functions, raw`: leasehold's acquire and release functions called straight on
  *   ioredis with the keys and arguments the store sends: what the scripts' interface costs;
  * - `store`: the Redis store's acquire and release (keys, arguments, FCALL, replies decoded);
@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build } from 'esbuild';
 import { closeAll, connect } from './clients.mjs';
+import { fencedFloorOn } from './fenced-floor.mjs';
 import { pinToOneCpu } from './placement.mjs';
 import { startRedis } from './server.mjs';
 import { median } from './stats.mjs';
@@ -83,19 +84,7 @@ try {
     handOn,
     eviction: new L.EvictionCheck([store], 'warn', () => {}),
   });
-  await client.function(
-    'LOAD',
-    'REPLACE',
-    `#!lua name=bench_layers
-redis.register_function('bench_layers_acquire', function(KEYS, ARGV)
-  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-  return redis.call('INCR', KEYS[2])
-end)
-redis.register_function('bench_layers_release', function(KEYS, ARGV)
-  if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-  return 0
-end)`,
-  );
+  const floor = await fencedFloorOn(client);
   // Through the store once, so its library is loaded; then its functions, called as the store calls them.
   await store.acquire('raw', { owner: 'warm-owner', ttl: TTL, ...settings });
   await store.release('raw', 'warm-owner', handOn);
@@ -104,9 +93,7 @@ end)`,
   const owner = () => `layers-bench-owner-${n++}`;
   const rows = {
     'fenced functions (floor)': async () => {
-      const t = owner();
-      await client.fcall('bench_layers_acquire', 2, '{floor}', '{floor}:fence', t, TTL);
-      await client.fcall('bench_layers_release', 1, '{floor}', t);
+      await floor.release(await floor.acquire('floor', TTL));
     },
     "leasehold's functions, raw": async () => {
       const t = owner();

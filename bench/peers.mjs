@@ -15,6 +15,7 @@ import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@
 import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
 import { Leasehold } from '../dist/index.js';
+import { fencedFloorOn } from './fenced-floor.mjs';
 
 /**
  * redlock-universal asks for Node >= 22 (its `engines`), so as a dev dependency it made `npm ci`
@@ -235,40 +236,16 @@ function bareIoredis() {
   };
 }
 
-/**
- * Not a library either: the least a lock with fencing tokens costs as two server-side functions on
- * ioredis. One FCALL takes the lock (SET NX PX) and issues its token (INCR of a counter beside it,
- * the two keys declared, as Cluster requires); one FCALL compares and deletes. No queue, no
- * re-sent command answered twice alike, no token floor from the clock. What leasehold pays beyond
- * this row is its own work; what this row pays beyond the floor is the price of a fencing token
- * and of functions.
- */
+/** Not a library either: the least a lock with fencing tokens costs as two functions (fenced-floor.mjs). */
 function fencedFloor() {
-  let client;
-  let n = 0;
-  const LIBRARY = `#!lua name=bench_fenced_floor
-redis.register_function('bench_fenced_acquire', function(KEYS, ARGV)
-  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-  return redis.call('INCR', KEYS[2])
-end)
-redis.register_function('bench_fenced_release', function(KEYS, ARGV)
-  if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-  return 0
-end)`;
+  let floor;
   return {
     name: 'fenced functions (floor)',
     async setup(clients) {
-      [client] = clients;
-      await client.function('LOAD', 'REPLACE', LIBRARY);
+      floor = await fencedFloorOn(clients[0]);
     },
-    async acquire(key, { ttl }) {
-      const token = `${process.pid}:${n++}`;
-      const lock = `{${key}}`;
-      const fence = await client.fcall('bench_fenced_acquire', 2, lock, `{${key}}:fence`, token, ttl);
-      if (fence === 0) throw new Error(`${key} is held`);
-      return { lock, token, fence };
-    },
-    release: ({ lock, token }) => client.fcall('bench_fenced_release', 1, lock, token),
+    acquire: (key, { ttl }) => floor.acquire(key, ttl),
+    release: (held) => floor.release(held),
     async teardown() {},
   };
 }

@@ -1,0 +1,32 @@
+/**
+ * The least a lock with fencing tokens costs as two server-side functions on ioredis, no library:
+ * one FCALL takes the lock (SET NX PX) and issues its token (INCR of a counter beside it, the two
+ * keys declared, as Cluster requires); one FCALL compares and deletes. No queue, no re-sent command
+ * answered twice alike, no token floor from the clock. The bench's `fenced functions (floor)` row
+ * (peers.mjs) and the bottom row of layers.mjs.
+ */
+const LIBRARY = `#!lua name=bench_fenced_floor
+redis.register_function('bench_fenced_acquire', function(KEYS, ARGV)
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+  return redis.call('INCR', KEYS[2])
+end)
+redis.register_function('bench_fenced_release', function(KEYS, ARGV)
+  if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+  return 0
+end)`;
+
+/** The fenced floor on `client` (an ioredis client): acquire and release, once its functions are loaded. */
+export async function fencedFloorOn(client) {
+  await client.function('LOAD', 'REPLACE', LIBRARY);
+  let n = 0;
+  return {
+    async acquire(key, ttl) {
+      const token = `${process.pid}:${n++}`;
+      const lock = `{${key}}`;
+      const fence = await client.fcall('bench_fenced_acquire', 2, lock, `${lock}:fence`, token, ttl);
+      if (fence === 0) throw new Error(`${key} is held`);
+      return { lock, token, fence };
+    },
+    release: ({ lock, token }) => client.fcall('bench_fenced_release', 1, lock, token),
+  };
+}
