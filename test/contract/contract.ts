@@ -246,6 +246,43 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       expect(await lock.release()).toBe(true);
     });
 
+    it('a waiter behind one that took the lock with no hand-off naming it is woken, and gets the lock once that lease runs out', async () => {
+      const ttl = 300;
+      const [a, b, c] = [await leasehold(), await leasehold(), await leasehold()];
+      const held = await a.acquire('untold', { ttl: 30_000 });
+      const brief = { ttl, autoExtend: false, wait: 10_000 };
+      const first = b.acquire('untold', brief);
+      await waitFor(async () => (await backend.queued(prefix, 'untold')) === 1, { timeout: 5_000 });
+      // The instance hears hand-offs now: the waiters below ask once, refused by the 30 s lease.
+      await waitFor(async () => (await backend.subscriptions(prefix, 'untold')) >= 1, { timeout: 5_000 });
+      const second = b.acquire('untold', brief);
+      await waitFor(async () => (await backend.queued(prefix, 'untold')) === 2, { timeout: 5_000 });
+      const giveUp = new AbortController();
+      const leaving: Promise<unknown>[] = [];
+      for (const i of [3, 4]) {
+        leaving.push(b.acquire('untold', { wait: 10_000, signal: giveUp.signal }).catch((e: unknown) => e));
+        await waitFor(async () => (await backend.queued(prefix, 'untold')) === i, { timeout: 5_000 });
+      }
+      // Fifth in line, on its own instance: the release below names only the three after the
+      // waiter it wakes, and no hand-off comes after it.
+      const last = c.acquire('untold', { wait: 10_000 });
+      await waitFor(async () => (await backend.queued(prefix, 'untold')) === 5, { timeout: 5_000 });
+      await waitFor(async () => (await backend.subscriptions(prefix, 'untold')) >= 2, { timeout: 5_000 });
+      await held.release();
+      const released = performance.now();
+      await first;
+      // The two named behind the second give up while they are not first: nobody is nudged. The
+      // second takes the lock when the first's lease runs out, free, and lets its own run out.
+      giveUp.abort();
+      for (const error of await Promise.all(leaving)) expect(error).toBe(giveUp.signal.reason);
+      const lock = await last;
+      const took = performance.now() - released;
+      expect(await lock.release()).toBe(true);
+      await second;
+      // Two brief leases and a turn each, not the fifth's parked fallback (maxPark, 2 s).
+      expect(took).toBeLessThan(2 * ttl + 2 * DEFAULTS.reservation);
+    });
+
     it('wait runs out with LockTimeoutError and leaves no subscription, timer or key behind', async () => {
       const a = await leasehold();
       const b = await leasehold();

@@ -35,8 +35,7 @@ import { type Broken, type Entry, FaultyStore, type Inspectable, type Net, NORMA
  *
  * Knobs for exploring (none is needed to run the tests): MODEL_RUNS sets the runs of each model's
  * main property, MODEL_SEED replays a seed, MODEL_STATS=1 prints what the runs came to,
- * MODEL_TRACE=1 prints each command as it runs, MODEL_SLOW=<ms> prints the runs that took longer,
- * MODEL_STRICT=1 excuses no known defect (World.staleFallback).
+ * MODEL_TRACE=1 prints each command as it runs, MODEL_SLOW=<ms> prints the runs that took longer.
  */
 
 export interface Timing {
@@ -277,13 +276,6 @@ export class World {
   readonly tracked: Tracked[] = [];
   readonly violations: string[] = [];
   readonly options: WorldOptions;
-  /**
-   * An idle waiter excused by a known defect, named (counted, not failed): staleFallback, unless a
-   * test that documents the defect turns it off, or MODEL_STRICT is set.
-   */
-  excuseIdle: ((t: Tracked) => string | undefined) | undefined = process.env.MODEL_STRICT
-    ? undefined
-    : (t) => (t.op === undefined ? undefined : this.staleFallback((e) => e.operation === t.op));
   /** The wall clock when the run began (fixed under the virtual clock). */
   readonly epoch = Date.now();
   /** The monotonic clock when the run began: violations say when, from here. */
@@ -513,11 +505,6 @@ export class World {
       if (t.wants.length === 0 || t.disturbed || t.slot.closed) continue;
       if (t.wants.every((w) => this.surelyFree(w.name, w.kind, t))) {
         t.disturbed = true;
-        const known = this.excuseIdle?.(t);
-        if (known !== undefined) {
-          count(`known defect: ${known}`);
-          continue;
-        }
         const names = t.wants.map((w) => w.name).join(', ');
         this.fail(`${t.label} still waits though ${names} has been surely free for ${DEFAULTS.reservation} ms`);
       }
@@ -721,32 +708,6 @@ export class World {
       }
     }
     return { leases, queued, last };
-  }
-
-  /**
-   * KNOWN DEFECT (mutex.test.ts): a waiter queued already that takes the lock exclusively when no
-   * hand-off reserved it (the lease before ran out, or the waiters ahead gave up) tells no one
-   * behind it, as the acquire script has no channel to tell on: the waiter first in line after it
-   * sleeps on its last refusal's fallback (the lease it was refused by, at most maxPark), and if
-   * this lease runs out too, without a release, it sleeps on while the lock is free. An idle waiter
-   * is excused, named, only when the lease that freed the lock ran out unreleased, was exclusive,
-   * and was granted to a queued waiter after this waiter's last refusal (its commands are those
-   * `mine` picks), which still covers it. Any other idle waiter fails, a shared one included.
-   */
-  staleFallback(mine: (e: Entry) => boolean): string | undefined {
-    const now = this.clock.now();
-    const refusals = this.log.entries.filter(
-      (e) => mine(e) && e.queues && e.done && (e.reply as { acquired?: boolean } | undefined)?.acquired === false,
-    );
-    const last = refusals.at(-1);
-    if (!last) return undefined;
-    const pttl = Number((last.reply as { pttl?: number }).pttl ?? 0);
-    if (now > last.at + Math.min(pttl + DEFAULTS.expiryMargin, DEFAULTS.maxPark) + this.timing.epsilon)
-      return undefined;
-    const ended = [...(this.#ledger(last.name)?.leases.values() ?? [])].filter((l) => l.end <= now);
-    const freed = ended.reduce<Lease | undefined>((a, l) => (a === undefined || l.end > a.end ? l : a), undefined);
-    if (!freed || freed.released || !freed.exclusive || !freed.member || freed.seq < last.seq) return undefined;
-    return 'a queued waiter took the lock outside a hand-off and told no one behind it';
   }
 
   // --- the end ---------------------------------------------------------------------------------
@@ -958,32 +919,6 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
       console.info(`slow run ${Math.round(took)} ms: ${[...cmds].map(String).join(',')}`);
     }
   }
-}
-
-/** `spec` with no known defect excused: every idle waiter fails the run. */
-export function strict<M extends object>(spec: ModelSpec<M>): ModelSpec<M> {
-  return {
-    ...spec,
-    model: (world) => {
-      world.excuseIdle = undefined;
-      return spec.model(world);
-    },
-  };
-}
-
-/**
- * For an `it.fails` test documenting a known defect: run `cmds` without the defect's excuse and
- * throw only the violation `pattern` names. A run without it (the defect fixed), or one that fails
- * otherwise, does not throw, so `it.fails` reports it.
- */
-export async function showsDefect<M extends object>(
-  spec: ModelSpec<M>,
-  cmds: Command<M>[],
-  pattern: RegExp,
-): Promise<void> {
-  const error = await runCommands(strict(spec), cmds).catch((e: unknown) => e);
-  if (pattern.test(String(error))) throw error;
-  if (error !== undefined) console.error('not the known defect:', error);
 }
 
 /** fast-check's parameters for `numRuns` runs: the error in the report, and MODEL_SEED if set (to replay a run). */

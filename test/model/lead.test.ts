@@ -250,11 +250,7 @@ function checkLeaders(model: Model, world: World): void {
   const running = model.running().filter((t) => t.slot.live);
   const waiting = new Set(candidates.map((c) => c.slot.actor));
   const idle = candidates.length > 0 && running.length === 0 && world.surelyFree(NAME, 'exclusive', undefined, waiting);
-  // A known defect is excused as the world excuses one (never under strict() or MODEL_STRICT).
-  const excused = idle && world.excuseIdle !== undefined;
-  const known = excused ? world.staleFallback((e) => waiting.has(e.actor) && e.name === NAME) : undefined;
-  if (known !== undefined) count(`known defect: ${known}`);
-  else if (idle) {
+  if (idle) {
     world.fail(`${candidates.map((c) => c.label).join(', ')} campaign, no term runs, and ${NAME} has been surely free`);
   }
 }

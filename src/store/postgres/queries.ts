@@ -112,6 +112,15 @@ export function channelOf(prefix: string, name: string): string {
 }
 
 /**
+ * channelOf in SQL, for a function that must notify a channel it was not given: `prefix` as a
+ * string literal, `name` an expression of the lock's name.
+ */
+export function channelSql(prefix: string, name: string): string {
+  const bytes = `convert_to(${prefix}, 'UTF8') || decode('00', 'hex') || convert_to(${name}, 'UTF8')`;
+  return `'lh_' || left(encode(sha256(${bytes}), 'hex'), 40)`;
+}
+
+/**
  * A NOTIFY payload '<woken> <next…>' ('' for a hand-off to nobody in particular). A challenge
  * ('?<waiter>', shared-sql.ts) wakes the waiter it names as a hand-off does: it tries again.
  */

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { invalidArgument } from '../../core/errors.js';
+import { channelSql } from './queries.js';
 import { sharedFunctions } from './shared-sql.js';
 import { dollarQuote, epochMs, firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
 
@@ -17,7 +18,7 @@ import { dollarQuote, epochMs, firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, 
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 6';
+export const SCHEMA_VERSION = 'leasehold postgres schema 7';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -35,6 +36,8 @@ export interface SchemaNames {
   readonly fenceLiteral: string;
   /** The locks table as a string literal, for to_regclass() and the version check. */
   readonly locksLiteral: string;
+  /** The prefix as a string literal, for the channel a function computes itself (channelSql). */
+  readonly prefixLiteral: string;
   readonly index: { readonly retain: string; readonly arrival: string };
   readonly fn: {
     readonly row: string;
@@ -116,6 +119,7 @@ export function schemaNames(prefix: string): SchemaNames {
     fence: q('fence'),
     fenceLiteral: quoteLiteral(q('fence')),
     locksLiteral: quoteLiteral(q('locks')),
+    prefixLiteral: quoteLiteral(prefix),
     index: { retain: q('locks_retain'), arrival: q('waiters_arrival') },
     fn: {
       row: q('row'),
@@ -295,7 +299,8 @@ END`,
     // will wait (p_queue 1: a first attempt, 2: already queued, which leaves the queue on
     // success, and drops the dead waiters a hand-off named before it), renewing its liveness, and
     // flag the lease so its release hands it on. A row whose lease is over is taken by one UPDATE;
-    // any other case reads the row first.
+    // any other case reads the row first. A queued caller that takes it free (no hand-off named
+    // the waiter now first) wakes that waiter to ask again (ask_first), on the lock's channel.
     // Returns (true, token) or (false, ms the holder's lease or the reservation has left); a name
     // a semaphore holds (owner '^<limit>', see shared-sql.ts) is another kind: (false, 0, limit).
     fn(
@@ -308,10 +313,12 @@ DECLARE
   t timestamptz := clock_timestamp();
   r ${locks};
   token bigint;
+  taken_free boolean;
 BEGIN
   UPDATE ${locks} SET ${take('fence')}, flagged = false
     WHERE name = p_name AND expires_at <= t RETURNING fence INTO token;
-  IF NOT FOUND THEN
+  taken_free := FOUND;
+  IF NOT taken_free THEN
     r := ${n.fn.row}(p_name, t, true);
     IF ${held} AND r.owner = p_owner THEN
       acquired := true; value := r.fence; RETURN;
@@ -329,10 +336,14 @@ BEGIN
       END IF;
       acquired := false; value := ${left('r.expires_at')}; RETURN;
     END IF;
+    taken_free := NOT ${reserved};
     UPDATE ${locks} SET ${take('r.fence')}, flagged = ${reserved} AND r.flagged
       WHERE name = p_name RETURNING fence INTO token;
   END IF;
-  IF p_queue = 2 THEN DELETE FROM ${waiters} WHERE name = p_name AND (owner = p_owner OR alive_until < t); END IF;
+  IF p_queue = 2 THEN
+    DELETE FROM ${waiters} WHERE name = p_name AND (owner = p_owner OR alive_until < t);
+    IF taken_free THEN PERFORM ${n.fn.askFirst}(p_name, t, ${channelSql(n.prefixLiteral, 'p_name')}); END IF;
+  END IF;
   acquired := true; value := token;
 END`,
     ),

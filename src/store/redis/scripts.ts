@@ -82,8 +82,9 @@ export interface ScriptInput {
 
 /**
  * A script declared once: its source, the KEYS and ARGV a request becomes, and how its reply
- * becomes the port's reply. `handsOn`: the script may hand the lock on, and its ARGV ends with the
- * hand-on's (the publish command, the channel, the reservation, announce); `publish` is that command.
+ * becomes the port's reply. `handsOn`: the script may publish to waiters (hand the lock on, or
+ * wake one to ask again), so it is given the publish command (`publish`), which its ARGV carries
+ * with the channel (a hand-on's ARGV also the reservation and announce).
  * `room`: the calling store's own (random) mark, by which a release grants the lock directly to a
  * waiter that queued through the same store (lua/lib/hand-on.lua).
  */
@@ -235,11 +236,15 @@ const DECLARED = {
     access: 'write',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    // A caller that will not wait never queues: the room (read only when queueing) is left out.
-    args: (r: AcquireRequest, _, _publish, room) =>
-      r.queue === undefined
-        ? [r.owner, r.ttl, r.minFence ?? 0, '0', r.instance, r.fenceRetention, r.waiterLease]
-        : [r.owner, r.ttl, r.minFence ?? 0, QUEUE_MODE[r.queue], r.instance, r.fenceRetention, r.waiterLease, room],
+    // A caller that will not wait never queues: the room (read only when queueing) is left out; only
+    // a queued one may wake the waiter after it (ask_first), so only it is given the channel.
+    args: (r: AcquireRequest, k, publish, room) => {
+      const { owner, ttl, minFence = 0, queue, instance, fenceRetention, waiterLease } = r;
+      if (queue === undefined) return [owner, ttl, minFence, '0', instance, fenceRetention, waiterLease];
+      const head = [owner, ttl, minFence, QUEUE_MODE[queue], instance, fenceRetention, waiterLease, room];
+      return queue === 'member' ? [...head, publish, k.channel] : head;
+    },
+    handsOn: true,
     reply: byCode<AcquireReply | HeldAsReply>({
       1: (r) => ({ acquired: true, fence: integer(r[1]) }),
       0: (r) => ({ acquired: false, pttl: integer(r[1]) }),

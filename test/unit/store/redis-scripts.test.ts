@@ -99,7 +99,7 @@ const handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false };
 
 /** A request for each script, to count the KEYS and ARGV its declaration builds. */
 const REQUESTS: Readonly<Record<string, unknown>> = {
-  acquire: { owner: 'o', ttl: 1_000, instance: 'i', fenceRetention: 1_000, waiterLease: 1_000, queue: 'join' },
+  acquire: { owner: 'o', ttl: 1_000, instance: 'i', fenceRetention: 1_000, waiterLease: 1_000, queue: 'member' },
   release: { owner: 'o', handOn },
   leave: { owner: 'o', handOn },
   extend: { owner: 'o', ttl: 1_000 },

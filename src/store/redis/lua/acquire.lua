@@ -1,7 +1,8 @@
 -- acquire: take the lock if it is free (or reserved for this caller), and issue the next fencing
 -- token, in one step (take, lib/lease.lua: the step claim-tick takes a job's lock with too); when
 -- refused, queue a caller that will wait; a queued caller granted the lock leaves the queue, and the
--- dead waiters at its head with it. Idempotent per owner token: a command re-sent after its
+-- dead waiters at its head with it; one that took it free, with no hand-off naming the waiter now
+-- first, wakes that waiter to ask again (ask_first, lib/hand-on.lua). Idempotent per owner token: a command re-sent after its
 -- reply was lost finds the lock already its own and gets the same grant back.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
@@ -20,6 +21,8 @@
 -- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is not '0', or '': a queued
 --          waiter from a room may be granted the lock outright by a release from the same room
 --          (lib/hand-on.lua, hand_on)
+-- ARGV[9]  publish command (as release's), sent when ARGV[4] is '2': for ask_first
+-- ARGV[10] release channel, sent with ARGV[9]
 -- returns  {1, token}  acquired (or already held by this owner: the token of that grant)
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
 --          {-1, limit} held by a semaphore of <limit> permits (another kind of lock); nothing changed
@@ -30,9 +33,15 @@ if token then
   if fresh and ARGV[4] == '2' then
     redis.call('ZREM', KEYS[3], owner)
     redis.call('HDEL', KEYS[4], owner)
-    -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
-    -- no later release names them.
-    first_live(KEYS[3], KEYS[4], math.floor(now_us / 1000), false)
+    if fresh == 'reserved' then
+      -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
+      -- no later release names them.
+      first_live(KEYS[3], KEYS[4], math.floor(now_us / 1000), false)
+    else
+      -- Taken free: no hand-off named the first waiter left, which was refused by the lease
+      -- before; it asks again, so it learns this lease's end and does not sleep past it.
+      ask_first(KEYS[3], KEYS[4], math.floor(now_us / 1000), ARGV[9], ARGV[10])
+    end
   end
   return {1, token}
 end

@@ -88,12 +88,13 @@ end
 -- issue the next fencing token (see issue; `floor`, `instance`, `retention` go to it). A reserved
 -- lock keeps its flag of the waiters behind. Idempotent per owner: a lock this owner holds already
 -- is its grant, read back from the counter. Every script that grants a lease takes it here.
--- returns  token, taken_us, fresh: the grant and its time in µs; fresh is false for a grant found
---          already this owner's (a re-sent command)
+-- returns  token, taken_us, fresh: the grant and its time in µs; fresh says how it was taken, 'free'
+--          (nobody held or was kept it) or 'reserved' (a hand-off kept it for this owner), and is
+--          false for a grant found already this owner's (a re-sent command, or a direct grant)
 --          nil, nil, nil, value: refused; value is the lock key's value (held, or reserved for another)
 local function take(lock, fence, owner, ttl, floor, instance, retention, now_us, stamp)
   if redis.call('SET', lock, owner, 'NX', 'PX', ttl) then
-    return issue(fence, now_us, stamp, floor, instance, retention), now_us, true
+    return issue(fence, now_us, stamp, floor, instance, retention), now_us, 'free'
   end
   local value = redis.call('GET', lock)
   local holder, flagged, reserved = read_lock(value)
@@ -109,5 +110,5 @@ local function take(lock, fence, owner, ttl, floor, instance, retention, now_us,
     return nil, nil, nil, value
   end
   redis.call('SET', lock, flagged and owner .. '*' or owner, 'PX', ttl)
-  return issue(fence, now_us, stamp, floor, instance, retention), now_us, true
+  return issue(fence, now_us, stamp, floor, instance, retention), now_us, 'reserved'
 end
