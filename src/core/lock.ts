@@ -64,7 +64,7 @@ export class Lock implements AsyncDisposable {
   #state: State = 'held';
   #lostError: LockLostError | undefined;
   #extending: Promise<void> | undefined;
-  readonly #kept: Kept = { tick: () => this.#tick() };
+  readonly #kept: Kept = { tick: () => this.#tick(), at: 0, slot: -1 };
   /** The handle that acquired the lease; this one, unless this is a reentrant hold of it. */
   readonly #root: Lock;
   /** On the root: handles of this lease not yet released (reentrant holds included). */

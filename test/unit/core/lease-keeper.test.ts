@@ -9,6 +9,8 @@ function kept(log: Array<[string, number]>, label: string, onTick?: () => void):
       log.push([label, now()]);
       onTick?.();
     },
+    at: 0,
+    slot: -1,
   };
 }
 
@@ -62,6 +64,61 @@ describe('LeaseKeeper', () => {
     const count = log.length;
     await sleep(40);
     expect(log.length).toBe(count);
+    expect(keeper.size).toBe(0);
+  });
+
+  it('many leases scheduled, rescheduled and cancelled in random order: each kept one ticks once, at or after its last deadline, and none cancelled ticks', async () => {
+    const keeper = new LeaseKeeper();
+    const log: Array<[string, number]> = [];
+    const start = now();
+    const leases = Array.from({ length: 300 }, (_, i) => kept(log, String(i)));
+    const due = new Map<string, number>();
+    // xorshift32, seeded: the same sequence every run.
+    let state = 0x9e3779b9;
+    const random = (n: number) => {
+      state ^= state << 13;
+      state ^= state >>> 17;
+      state ^= state << 5;
+      return (state >>> 0) % n;
+    };
+    for (let step = 0; step < 1_000; step++) {
+      const i = random(leases.length);
+      const lease = leases[i] as Kept;
+      if (random(4) === 0) {
+        keeper.cancel(lease);
+        due.delete(String(i));
+      } else {
+        const at = start + 5 + random(60);
+        keeper.schedule(lease, at);
+        due.set(String(i), at);
+      }
+    }
+    expect(keeper.size).toBe(due.size);
+    await sleep(150);
+    expect(log.map(([l]) => l).sort()).toEqual([...due.keys()].sort());
+    for (const [label, at] of log) expect(at).toBeGreaterThanOrEqual((due.get(label) as number) - 1);
+    // In deadline order: a lease is never kept waiting behind a later one.
+    const order = log.map(([label]) => due.get(label) as number);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
+    expect(keeper.size).toBe(0);
+  });
+
+  it('a tick that schedules its lease again at once waits for the next timer, not the same firing', async () => {
+    const keeper = new LeaseKeeper();
+    const log: string[] = [];
+    let ticks = 0;
+    const soon: Kept = {
+      tick: () => {
+        log.push('tick');
+        setImmediate(() => log.push('between'));
+        if (++ticks < 4) keeper.schedule(soon, now());
+      },
+      at: 0,
+      slot: -1,
+    };
+    keeper.schedule(soon, now());
+    await sleep(60);
+    expect(log).toEqual(['tick', 'between', 'tick', 'between', 'tick', 'between', 'tick', 'between']);
     expect(keeper.size).toBe(0);
   });
 });
