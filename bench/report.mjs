@@ -45,7 +45,7 @@ function bestPeer(rows, key, better) {
   return best;
 }
 
-/** The bars of the speed issue (#11), each judged on ratios measured in this one run. */
+/** The bars of the speed issue (#11) and the lean core (#25), each judged on what this one run measured. */
 function judge(summary) {
   const bars = [];
   const self = (scenario, key) => summary[scenario]?.[SELF]?.[key];
@@ -94,6 +94,10 @@ function judge(summary) {
       met: perCycle < 1,
     });
   }
+  // The lean core's memory goals (issue #25).
+  atMost('redis B per held lock', self('footprint', 'serverBytesPerHeld'), 250, 0);
+  atMost('redis B per released name', self('footprint', 'serverBytesPerReleased'), 150, 0);
+  atMost('client heap B per held lock', self('footprint', 'heapBytesPerHeld'), 600, 0);
   return bars;
 }
 
@@ -225,6 +229,12 @@ const NOTES = {
     'Each of the 16 workers has its own ioredis client and library instance, as 16 app processes ' +
     'would; columns as above.',
   redlock: 'n/a: the library has no Redlock over independent masters in this build.',
+  footprint:
+    'Run once per library, each in a child process with --expose-gc: locks taken one by one on distinct ' +
+    "names with a 10-minute ttl (and each library's default watchdog) and held together, then all released. " +
+    "Per lock: the growth of redis-server's used_memory while they are held, what is left of it once they " +
+    "are released (a released name's fencing counter is kept for its retention, 7 days by default), and " +
+    'the growth of the live heap (after a full GC) while they are held, handles included.',
   memory:
     'Run once, in a child process with --expose-gc; memory read after a full GC at each tenth of the run ' +
     '(every checkpoint is in latest.json). The bar is on the live heap, whose slope says whether anything is ' +
@@ -254,7 +264,7 @@ function markdown(results, summary, bars, meta) {
   if (bars.length > 0) {
     const rows = bars.map((b) => [b.bar, b.target, b.measured, b.met ? 'yes' : '**no**']);
     out.push(
-      '## The bars (issue #11)',
+      '## The bars (issues #11 and #25)',
       '',
       markdownTable(['bar', 'target', 'measured', 'met'], rows, ['left', 'left', 'left', 'center']),
     );

@@ -17,6 +17,7 @@ import { pinToOneCpu } from './placement.mjs';
 import { writeReport } from './report.mjs';
 import contended from './scenarios/contended.mjs';
 import contendedApart from './scenarios/contended-apart.mjs';
+import footprint, { FOOTPRINT_LOCKS } from './scenarios/footprint.mjs';
 import limit from './scenarios/limit.mjs';
 import memory from './scenarios/memory.mjs';
 import parallel from './scenarios/parallel.mjs';
@@ -26,13 +27,13 @@ import semaphore from './scenarios/semaphore.mjs';
 import serial from './scenarios/serial.mjs';
 import { startRedis } from './server.mjs';
 
-const SCENARIOS = [serial, parallel, limit, contended, contendedApart, semaphore, rwlock, redlock, memory];
+const SCENARIOS = [serial, parallel, limit, contended, contendedApart, semaphore, rwlock, redlock, memory, footprint];
 const DEFAULT_OUT = new URL('./results/', import.meta.url).pathname;
 
 /** Sized so that a full run takes about five minutes on a 2-core machine, and --quick under one. */
 const MODES = {
-  full: { rounds: 5, duration: 1200, memoryCycles: 1_000_000 },
-  quick: { rounds: 1, duration: 300, memoryCycles: 30_000 },
+  full: { rounds: 5, duration: 1200, memoryCycles: 1_000_000, footprintLocks: FOOTPRINT_LOCKS.full },
+  quick: { rounds: 1, duration: 300, memoryCycles: 30_000, footprintLocks: FOOTPRINT_LOCKS.quick },
 };
 
 function list(value) {
@@ -73,6 +74,7 @@ function parseOptions() {
     rounds: values.rounds ? positiveInt(values.rounds, 'rounds') : mode.rounds,
     duration: values.duration ? positiveInt(values.duration, 'duration') : mode.duration,
     memoryCycles: values['memory-cycles'] ? positiveInt(values['memory-cycles'], 'memory-cycles') : mode.memoryCycles,
+    footprintLocks: mode.footprintLocks,
     scenarios: SCENARIOS.filter((s) => scenarioNames.includes(s.name)),
     libraries: LIBRARIES.filter((l) => libNames.includes(l.name)),
     pin: values.pin,
@@ -194,6 +196,7 @@ async function main() {
       admins,
       duration: options.duration,
       memoryCycles: options.memoryCycles,
+      footprintLocks: options.footprintLocks,
     };
     const meta = {
       startedAt: new Date().toISOString(),

@@ -1,0 +1,110 @@
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { closeAll, connect, connectAdmin } from '../clients.mjs';
+import { LIBRARIES } from '../peers.mjs';
+
+/** Locks held at once in the full run: enough that a byte per lock shows above the server's noise. */
+const HELD = { full: 20_000, quick: 2_000 };
+const TTL = 600_000;
+
+async function usedMemory(admin) {
+  return Number(/used_memory:(\d+)/.exec(await admin.info('memory'))[1]);
+}
+
+/** Delete what a run left (a released name's fencing counter outlives it), so later runs start level. */
+async function sweep(admin, pattern) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (keys.length > 0) await admin.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+/**
+ * The measured side, in a child process of its own (--expose-gc, a heap no other scenario shares):
+ * hold `count` locks on distinct names, read the server's used_memory and this process's live heap,
+ * release them all, read used_memory again.
+ */
+async function child(port, count, libraryName) {
+  const library = LIBRARIES.find((l) => l.name === libraryName);
+  const client = await connect(port);
+  const admin = await connectAdmin(port);
+  const lock = library.create();
+  await lock.setup([client]);
+  const pattern = `*bench-footprint-${libraryName}-*`;
+  await sweep(admin, pattern);
+  // One lock taken and released first: the library's scripts are loaded, its caches warm.
+  await lock.release(await lock.acquire(`bench-footprint-${libraryName}-warm`, { ttl: TTL, wait: 1_000 }));
+  globalThis.gc();
+  const server0 = await usedMemory(admin);
+  const heap0 = process.memoryUsage().heapUsed;
+  const held = [];
+  for (let i = 0; i < count; i++) {
+    held.push(await lock.acquire(`bench-footprint-${libraryName}-${i}`, { ttl: TTL, wait: 1_000 }));
+  }
+  globalThis.gc();
+  const heap1 = process.memoryUsage().heapUsed;
+  const server1 = await usedMemory(admin);
+  for (const handle of held) await lock.release(handle);
+  held.length = 0;
+  const server2 = await usedMemory(admin);
+  await sweep(admin, pattern);
+  await lock.teardown();
+  await closeAll([client, admin]);
+  return {
+    held: count,
+    serverBytesPerHeld: (server1 - server0) / count,
+    serverBytesPerReleased: (server2 - server0) / count,
+    heapBytesPerHeld: (heap1 - heap0) / count,
+  };
+}
+
+function runChild(port, count, libraryName) {
+  return new Promise((resolve, reject) => {
+    const proc = fork(fileURLToPath(import.meta.url), ['--child', String(port), String(count), libraryName], {
+      execArgv: ['--expose-gc'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    let result;
+    proc.once('message', (message) => {
+      result = message;
+    });
+    proc.once('error', reject);
+    proc.once('exit', (code) => {
+      if (code === 0 && result) resolve(result);
+      else reject(new Error(`footprint child for ${libraryName} exited with code ${code}`));
+    });
+  });
+}
+
+/** What a held lock and a released name cost: the server's memory, and the client's live heap. */
+export default {
+  name: 'footprint',
+  title: 'Footprint: locks held at once on distinct names, then released',
+  once: true,
+  timeLimitMs: () => 180_000,
+  libraries: ['leasehold', 'redis-semaphore', 'redlock', '@sesamecare-oss/redlock', 'redlock-universal'],
+  metrics: [
+    { key: 'held', label: 'locks held', better: 'higher', digits: 0 },
+    { key: 'serverBytesPerHeld', label: 'redis B per held lock', better: 'lower', digits: 0 },
+    { key: 'serverBytesPerReleased', label: 'redis B per released name', better: 'lower', digits: 0 },
+    { key: 'heapBytesPerHeld', label: 'client heap B per held lock', better: 'lower', digits: 0 },
+  ],
+  run(library, ctx) {
+    return runChild(ctx.port, ctx.footprintLocks, library.name);
+  },
+};
+
+if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '--child') {
+  const [port, count, libraryName] = process.argv.slice(3);
+  child(Number(port), Number(count), libraryName).then(
+    (result) => process.send(result, () => process.exit(0)),
+    (error) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
+
+export { HELD as FOOTPRINT_LOCKS };
