@@ -233,7 +233,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return this.#call('inspect', this.#sql.inspect, [name], (rows, reply) => {
       const row = reply.row(rows);
       // Shared holds' mark ('^<limit>') is no owner: inspectShared lists them.
-      const mark = typeof row.owner === 'string' && row.owner.startsWith('^');
+      const mark = typeof row.owner === 'string' && reply.holder(row.owner, 'owner').shared !== null;
       const held = reply.flag(row.live, 'live') && !reply.flag(row.reserved, 'reserved') && !mark;
       const counted = reply.flag(row.counted, 'counted');
       const releasedBy = counted ? reply.textOrNull(row.released_by, 'released_by') : null;
@@ -307,10 +307,10 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
       if (owner !== null && reply.flag(row.reserved, 'reserved')) {
         return { mode: 'free', limit: null, holds: [], reserved: owner.split(' ') };
       }
-      if (owner === null || !owner.startsWith('^')) {
+      const limit = owner === null ? null : reply.holder(owner, 'owner').shared;
+      if (limit === null) {
         return { mode: owner === null ? 'free' : 'exclusive', limit: null, holds: [], reserved: [] };
       }
-      const limit = reply.int(owner.slice(1), 'limit');
       return {
         mode: limit === 0 ? 'shared' : 'semaphore',
         limit: limit === 0 ? null : limit,

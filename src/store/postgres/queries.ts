@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { BadReply, decodeHolder, type LockValue } from '../formats.js';
 import type { HandOff, SharedHold, StoredOutcome, StoredRun } from '../port.js';
 import { badReply, type Row } from './connection.js';
 import type { SchemaNames } from './schema.js';
@@ -178,6 +179,17 @@ export class Reply {
 
   textOrNull(value: unknown, field: string): string | null {
     return value === null || value === undefined ? null : this.text(value, field);
+  }
+
+  /** The owner column, read as the stored lock value's holder (store/formats.ts): an owner or a shared mark. */
+  holder(value: unknown, field: string): LockValue {
+    const text = this.text(value, field);
+    try {
+      return decodeHolder(text);
+    } catch (error) {
+      if (error instanceof BadReply) throw this.bad(`${field} = ${text}`);
+      throw error;
+    }
   }
 
   oneOf<T extends string>(value: unknown, field: string, allowed: readonly T[]): T {
