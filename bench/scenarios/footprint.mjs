@@ -1,5 +1,4 @@
-import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runChild, serveChild } from '../child.mjs';
 import { closeAll, connect, connectAdmin } from '../clients.mjs';
 import { LIBRARIES } from '../peers.mjs';
 
@@ -60,24 +59,6 @@ async function child(port, count, libraryName) {
   };
 }
 
-function runChild(port, count, libraryName) {
-  return new Promise((resolve, reject) => {
-    const proc = fork(fileURLToPath(import.meta.url), ['--child', String(port), String(count), libraryName], {
-      execArgv: ['--expose-gc'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    let result;
-    proc.once('message', (message) => {
-      result = message;
-    });
-    proc.once('error', reject);
-    proc.once('exit', (code) => {
-      if (code === 0 && result) resolve(result);
-      else reject(new Error(`footprint child for ${libraryName} exited with code ${code}`));
-    });
-  });
-}
-
 /** What a held lock and a released name cost: the server's memory, and the client's live heap. */
 export default {
   name: 'footprint',
@@ -92,19 +73,14 @@ export default {
     { key: 'heapBytesPerHeld', label: 'client heap B per held lock', better: 'lower', digits: 0 },
   ],
   run(library, ctx) {
-    return runChild(ctx.port, ctx.footprintLocks, library.name);
+    return runChild(
+      import.meta.url,
+      [ctx.port, ctx.footprintLocks, library.name],
+      `footprint child for ${library.name}`,
+    );
   },
 };
 
-if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '--child') {
-  const [port, count, libraryName] = process.argv.slice(3);
-  child(Number(port), Number(count), libraryName).then(
-    (result) => process.send(result, () => process.exit(0)),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+serveChild(import.meta.url, (port, count, libraryName) => child(Number(port), Number(count), libraryName));
 
 export { HELD as FOOTPRINT_LOCKS };

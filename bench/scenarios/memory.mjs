@@ -1,5 +1,4 @@
-import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { runChild, serveChild } from '../child.mjs';
 import { closeAll, connect } from '../clients.mjs';
 import { LOCK_OPTIONS, now } from '../harness.mjs';
 import { LIBRARIES } from '../peers.mjs';
@@ -62,24 +61,6 @@ async function child(port, cycles, libraryName) {
   return { samples, cyclesPerSec: cycles / elapsed };
 }
 
-function runChild(port, cycles, libraryName) {
-  return new Promise((resolve, reject) => {
-    const proc = fork(fileURLToPath(import.meta.url), ['--child', String(port), String(cycles), libraryName], {
-      execArgv: ['--expose-gc'],
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    let result;
-    proc.once('message', (message) => {
-      result = message;
-    });
-    proc.once('error', reject);
-    proc.once('exit', (code) => {
-      if (code === 0 && result) resolve(result);
-      else reject(new Error(`memory child for ${libraryName} exited with code ${code}`));
-    });
-  });
-}
-
 /** Many acquire/release cycles: memory must not grow with the count (no per-acquisition leak). */
 export default {
   name: 'memory',
@@ -98,7 +79,11 @@ export default {
     { key: 'cyclesPerSec', label: 'cycles/s', better: 'higher', digits: 0 },
   ],
   async run(library, ctx) {
-    const { samples, cyclesPerSec } = await runChild(ctx.port, ctx.memoryCycles, library.name);
+    const { samples, cyclesPerSec } = await runChild(
+      import.meta.url,
+      [ctx.port, ctx.memoryCycles, library.name],
+      `memory child for ${library.name}`,
+    );
     const first = samples[0];
     const last = samples.at(-1);
     return {
@@ -114,13 +99,4 @@ export default {
   },
 };
 
-if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '--child') {
-  const [port, cycles, libraryName] = process.argv.slice(3);
-  child(Number(port), Number(cycles), libraryName).then(
-    (result) => process.send(result, () => process.exit(0)),
-    (error) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
-}
+serveChild(import.meta.url, (port, count, libraryName) => child(Number(port), Number(count), libraryName));
