@@ -96,7 +96,10 @@ export class LeaseKeeper {
       ready.push(kept);
     }
     for (const kept of ready) kept.tick();
-    if (queue.length > 0 && this.#timer === undefined) this.#arm((queue[0] as Kept).at);
+    // A tick that scheduled its lease again set the timer for that lease, which may come after a
+    // lease that was already waiting: the timer is for the earliest.
+    const head = queue[0];
+    if (head !== undefined && head.at < this.#armedFor) this.#arm(head.at);
   }
 
   #siftUp(slot: number): void {

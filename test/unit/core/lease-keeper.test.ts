@@ -103,6 +103,21 @@ describe('LeaseKeeper', () => {
     expect(keeper.size).toBe(0);
   });
 
+  it('a tick that schedules its lease far ahead does not hold back a lease already waiting for an earlier deadline', async () => {
+    const keeper = new LeaseKeeper();
+    const log: Array<[string, number]> = [];
+    const start = now();
+    const far = start + 3_000;
+    const first: Kept = kept(log, 'first', () => keeper.schedule(first, far));
+    keeper.schedule(first, start + 10);
+    keeper.schedule(kept(log, 'waiting'), start + 40);
+    while (!log.some(([l]) => l === 'waiting')) await sleep(10);
+    const [, at] = log.find(([l]) => l === 'waiting') as [string, number];
+    // Not at the far deadline the first lease set in its tick, whenever the timers ran.
+    expect(at).toBeLessThan(far - 1);
+    keeper.stopAll();
+  });
+
   it('a tick that schedules its lease again at once waits for the next timer, not the same firing', async () => {
     const keeper = new LeaseKeeper();
     const log: string[] = [];
