@@ -1,6 +1,5 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
-import type { HandOffGrant } from './engine.js';
 import { closedError } from './errors.js';
 import type { Subscribe, WaitQueues } from './waiting.js';
 
@@ -38,12 +37,6 @@ export interface Acquisition<G, R> {
   attempt(tries: number, queue: boolean): Promise<Try<G, R>>;
   /** A grant that came when nobody will use it (closed, or aborted meanwhile): give it back. */
   giveBack(granted: G): Promise<unknown>;
-  /**
-   * The lock a release granted this waiter outright (told in a hand-off), as a grant; undefined
-   * when it cannot be used as it is (too little validity left): then an attempt is made, which
-   * finds the lock already this owner's.
-   */
-  adopt?(grant: HandOffGrant): G | undefined;
   /** Hear the name's hand-offs; needed when `wait` > 0. */
   readonly subscribe?: Subscribe | undefined;
   /** Leave the backend's queue after giving up, passing on a reservation; called only if an attempt queued. */
@@ -82,10 +75,10 @@ export class AcquireLoop {
     });
   }
 
-  /** One attempt, or the use of a grant a hand-off brought (`adopted`), and what it came to. */
-  async #try<G, R>(a: Acquisition<G, R>, tries: number, queue: boolean, adopted?: G): Promise<Try<G, R>> {
+  /** One attempt, and what it came to. */
+  async #try<G, R>(a: Acquisition<G, R>, tries: number, queue: boolean): Promise<Try<G, R>> {
     if (this.#context.isClosed()) throw closedError();
-    const result = adopted === undefined ? await a.attempt(tries, queue) : { granted: adopted };
+    const result = await a.attempt(tries, queue);
     if (!('granted' in result)) return result;
     const closed = this.#context.isClosed();
     if (closed || a.signal?.aborted) {
@@ -138,11 +131,8 @@ export class AcquireLoop {
           // Getting ready (a subscription that was slow to go live) may have used up the wait: no
           // attempt starts after the deadline, so a call settles at most one attempt past its wait.
           if (now() >= deadline) return { refused: last.refused, waited: Math.round(now() - started) };
-          const grant = waiter.takeGrant();
-          const adopted = grant && a.adopt ? a.adopt(grant) : undefined;
           waiter.trying();
-          const next =
-            adopted === undefined ? await this.#try(a, tries++, queue) : await this.#try(a, tries, queue, adopted);
+          const next = await this.#try(a, tries++, queue);
           if ('granted' in next) {
             granted = true;
             return next;

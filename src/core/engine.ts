@@ -9,25 +9,14 @@ import type { CurrentHolder, LostReason } from './errors.js';
 export interface HandOff {
   readonly woken: string | null;
   readonly next: readonly string[];
-  /**
-   * The lock was granted to `woken` outright (by a release of this instance, told in its reply),
-   * rather than reserved for it: its fencing token, and a monotonic time before the grant (the
-   * release was sent), from which its validity is counted.
-   */
-  readonly grant?: HandOffGrant | undefined;
 }
 
-/** A lock a release granted to the waiter it woke; see HandOff. */
-export interface HandOffGrant {
-  readonly fence: number;
-  readonly since: number;
-  /**
-   * Called by the waiting code of the instance when the waiter named is one of its own and takes
-   * the grant (to use it, or to give it back when it leaves); a grant nobody claims as it is
-   * delivered is given back by the store at once.
-   */
-  claim(): void;
-}
+/**
+ * Hears a lock's hand-offs. An instance's waiting code answers true when the waiter the hand-off
+ * names (`woken`) waits here, so a store that granted it the lock outright knows it will be taken;
+ * a listener that only watches answers nothing.
+ */
+export type HandOffListener = (handOff: HandOff) => unknown;
 
 /**
  * What `Leasehold` needs from a topology: one store (the mutex) or several (Redlock).
@@ -66,12 +55,6 @@ export interface LockEngine {
    */
   attempt(name: string, owner: string, ttl: number, tries: number, queue?: boolean): Promise<Attempt>;
   /**
-   * The lock a release granted `owner` outright (see HandOff), as an attempt's grant with the
-   * validity it has; undefined when it cannot be used so (too little validity left, or replicas
-   * must confirm it first): an attempt then finds the lock already this owner's.
-   */
-  adopt?(owner: string, ttl: number, grant: HandOffGrant): Attempt | undefined;
-  /**
    * A waiter gives up: leave the backend's queue of waiters (`queue` attempts joined it), passing
    * on a reservation a release made for it. Engines without a queue need not implement it.
    */
@@ -81,6 +64,6 @@ export interface LockEngine {
   /** Release; true when this call deleted our lock. Throws when the backend fails. */
   release(name: string, owner: string): Promise<boolean>;
   /** Hear the hand-offs of `name`; resolves when listening. Returns the function that stops it. */
-  watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void>;
+  watch(name: string, onHandOff: HandOffListener): Promise<() => void>;
   close(): Promise<void>;
 }

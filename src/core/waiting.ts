@@ -1,7 +1,7 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
 import { channels } from './diagnostics.js';
-import type { HandOff, HandOffGrant } from './engine.js';
+import type { HandOff, HandOffListener } from './engine.js';
 import { Retrying } from './retrying.js';
 
 /**
@@ -20,7 +20,7 @@ import { Retrying } from './retrying.js';
  * timer: the holder's remaining lease, at most `DEFAULTS.maxPark`.
  */
 
-export type Subscribe = (onHandOff: (handOff: HandOff) => void) => Promise<() => void>;
+export type Subscribe = (onHandOff: HandOffListener) => Promise<() => void>;
 
 const ANYONE: HandOff = Object.freeze({ woken: null, next: [] });
 
@@ -50,22 +50,25 @@ class Queue {
     this.#lapse = reservation + DEFAULTS.expiryMargin;
   }
 
-  deliver({ woken, next, grant }: HandOff): void {
+  /** Wake whom `handOff` names; true when the waiter it names (`woken`) is here. */
+  deliver({ woken, next }: HandOff): boolean {
     if (woken === null) {
-      for (const waiter of this.waiters) if (waiter.wake()) return;
+      for (const waiter of this.waiters) if (waiter.wake()) return false;
       this.pendingWake = true;
-      return;
+      return false;
     }
+    let here = false;
     for (const waiter of this.waiters) {
       if (waiter.owner === woken) {
-        grant?.claim();
-        waiter.wakeOrRemember(grant);
+        here = true;
+        waiter.wakeOrRemember();
         continue;
       }
       // The i-th waiter after the woken one retries once i reservations could have lapsed.
       const place = next.indexOf(waiter.owner);
       if (place >= 0) waiter.retryBy(now() + this.#lapse * (place + 1));
     }
+    return here;
   }
 }
 
@@ -82,8 +85,6 @@ export class Waiter {
   #retryBy: number | undefined;
   /** Woken and not yet tried since. */
   woken = false;
-  /** The lock, granted to this waiter outright by the release that woke it, until used. */
-  #grant: HandOffGrant | undefined;
 
   /** @internal */
   constructor(owner: string, queue: Queue, leave: (waiter: Waiter) => void) {
@@ -101,17 +102,9 @@ export class Waiter {
     return true;
   }
 
-  /** @internal A release named this waiter (granting it the lock, or not): wake it, or let its next park return at once. */
-  wakeOrRemember(grant?: HandOffGrant): void {
-    if (grant) this.#grant = grant;
+  /** @internal A release named this waiter: wake it, or let its next park return at once. */
+  wakeOrRemember(): void {
     if (!this.wake()) this.#remembered = true;
-  }
-
-  /** The lock a release granted this waiter outright, if one did since its last attempt (taken once). */
-  takeGrant(): HandOffGrant | undefined {
-    const grant = this.#grant;
-    this.#grant = undefined;
-    return grant;
   }
 
   /** @internal A release named this waiter next in line: retry by `at` at the latest. */
@@ -201,7 +194,6 @@ export class Waiter {
   /** Call just before each attempt: the wake, if any, is being used. */
   trying(): void {
     this.woken = false;
-    this.#grant = undefined;
     this.#remembered = false;
     this.#retryBy = undefined;
   }
@@ -264,9 +256,9 @@ export class WaitQueues {
 
   /** Subscribe `queue` to its release channel; on failure, try again (backing off) while it has waiters. */
   #subscribe(name: string, queue: Queue, subscribe: Subscribe): void {
-    const onHandOff = (handOff: HandOff) => {
+    const onHandOff: HandOffListener = (handOff) => {
       if (channels.handoff.hasSubscribers) channels.handoff.publish({ name, ...handOff });
-      queue.deliver(handOff);
+      return queue.deliver(handOff);
     };
     queue.subscription = new Retrying({
       attempt: () => {

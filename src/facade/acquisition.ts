@@ -116,10 +116,6 @@ export class Acquisitions {
         return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
       },
       giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
-      adopt: (grant) => {
-        const adopted = engine.adopt?.(owner, o.ttl, grant);
-        return adopted?.acquired ? adopted : undefined;
-      },
       subscribe: (onHandOff) => engine.watch(name, onHandOff),
       leave: async () => engine.leave?.(name, owner),
     });

@@ -8,8 +8,11 @@ export interface ChannelTransport {
   unsubscribe(channel: string): Promise<void>;
 }
 
+/** Hears a channel's messages; true when the message is its own (see deliver). */
+type Listener<M> = (message: M) => unknown;
+
 interface Entry<M> {
-  readonly listeners: Set<(message: M) => void>;
+  readonly listeners: Set<Listener<M>>;
   readonly ready: Promise<void>;
   /** Messages heard once by deliverOnce, by their text, with the time they were heard. */
   readonly heard: Map<string, number>;
@@ -35,11 +38,16 @@ export class ChannelHub<M = string> {
     this.#onIdle = onIdle;
   }
 
-  /** Call every listener of `channel` with the message (the transport calls this on each message). */
-  deliver(channel: string, message: M): void {
+  /**
+   * Call every listener of `channel` with the message (the transport calls this on each message):
+   * true when one of them answered true (a waiter the message names waits there).
+   */
+  deliver(channel: string, message: M): boolean {
     const entry = this.#entries.get(channel);
-    if (!entry) return;
-    for (const listener of [...entry.listeners]) listener(message);
+    if (!entry) return false;
+    let taken = false;
+    for (const listener of [...entry.listeners]) if (listener(message) === true) taken = true;
+    return taken;
   }
 
   /**
@@ -47,29 +55,27 @@ export class ChannelHub<M = string> {
    * it woke, and the publication every instance hears): delivered on its first arrival; the second
    * arrival of the same text on the channel within a second is its echo, and is dropped. Nothing is
    * kept for a channel nobody here listens on. `decode` runs only for a message delivered.
-   * `always`: deliver it even when its echo came first (what it carries, only this path has).
+   * `always`: deliver it even when its echo came first (the caller must learn what deliver answers).
+   * What deliver answered; false for a message dropped.
    */
-  deliverOnce(channel: string, text: string, decode: (text: string) => M, always = false): void {
+  deliverOnce(channel: string, text: string, decode: (text: string) => M, always = false): boolean {
     const entry = this.#entries.get(channel);
-    if (!entry) return;
+    if (!entry) return false;
     const at = performance.now();
     const heard = entry.heard.get(text);
     if (heard !== undefined) {
       entry.heard.delete(text);
-      if (at - heard <= ECHO_WINDOW) {
-        if (always) this.deliver(channel, decode(text));
-        return;
-      }
+      if (at - heard <= ECHO_WINDOW) return always ? this.deliver(channel, decode(text)) : false;
     }
     for (const [old, when] of entry.heard) {
       if (at - when <= ECHO_WINDOW) break;
       entry.heard.delete(old);
     }
     entry.heard.set(text, at);
-    this.deliver(channel, decode(text));
+    return this.deliver(channel, decode(text));
   }
 
-  async subscribe(channel: string, listener: (message: M) => void): Promise<() => void> {
+  async subscribe(channel: string, listener: Listener<M>): Promise<() => void> {
     let entry = this.#entries.get(channel);
     if (!entry) {
       const created: Entry<M> = { listeners: new Set(), ready: this.#transport.subscribe(channel), heard: new Map() };

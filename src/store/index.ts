@@ -4,7 +4,6 @@
  * PostgreSQL migration as SQL, and the input types of each backend (`new Leasehold(backend)`
  * takes their union, `Backend`, from the root entry). An application imports from `leasehold`.
  */
-export type { HandOffGrant } from '../core/engine.js';
 export type { EtcdBackend, EtcdSetup } from './etcd/client.js';
 export type {
   AcquireReply,
@@ -19,6 +18,7 @@ export type {
   FinishRequest,
   ForceReleaseReply,
   HandOff,
+  HandOffListener,
   HandOn,
   HeldAsReply,
   Holder,

@@ -1,6 +1,6 @@
-import type { HandOff } from '../core/engine.js';
+import type { HandOff, HandOffListener } from '../core/engine.js';
 
-export type { HandOff };
+export type { HandOff, HandOffListener };
 
 /**
  * The ports: what locks need from a backend, by capability and in the vocabulary of locks. Every
@@ -13,7 +13,11 @@ export type { HandOff };
  */
 
 export type AcquireReply =
-  | { readonly acquired: true; readonly fence: number }
+  /**
+   * `since`: a monotonic time before the lease began, when that is earlier than the call (a lock a
+   * release of this store granted the caller outright while it waited); its validity counts from it.
+   */
+  | { readonly acquired: true; readonly fence: number; readonly since?: number }
   /** `pttl`: ms the current holder's lease has left (the waiter's fallback hint). */
   | { readonly acquired: false; readonly pttl: number };
 
@@ -71,8 +75,9 @@ export interface HandOn {
   readonly announce: boolean;
   /**
    * A release may grant the lock at once to the next waiter when that waiter queued through this
-   * same store (this instance's own, so alive as the release runs), and report the grant in its
-   * HandOff. Omitted: the next waiter is only reserved for (Redlock).
+   * same store (this instance's own, so alive as the release runs): the store keeps the grant, and
+   * that waiter's next acquire answers from it without a call. Omitted: the next waiter is only
+   * reserved for (Redlock).
    */
   readonly direct?: boolean;
 }
@@ -227,7 +232,7 @@ export interface LeaseStore extends StoreInfo {
    * Hear every hand-off of lock `name`. Resolves once listening, so a hand-off after that is
    * heard. The returned function stops listening (reference counted per name).
    */
-  watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void>;
+  watch(name: string, onHandOff: HandOffListener): Promise<() => void>;
   /** Stop what the store itself opened (a subscriber connection). Never closes the caller's client. */
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { now, validUntil } from '../core/clock.js';
-import type { Attempt, ExtendOutcome, HandOff, HandOffGrant, LockEngine } from '../core/engine.js';
+import type { Attempt, ExtendOutcome, HandOffListener, LockEngine } from '../core/engine.js';
 import { type CurrentHolder, NotReplicatedError } from '../core/errors.js';
 import type { Primitive } from '../primitives/primitive.js';
 import { bounded } from '../store/bounded.js';
@@ -95,7 +95,8 @@ export class Single implements LockEngine {
       throw error;
     }
     if (!reply.acquired) return { acquired: false, retryIn: reply.pttl };
-    const until = validUntil(sentAt, ttl, o.driftFactor, o.driftConstant);
+    // A lock a release granted this waiter outright began before this call: it counts from then.
+    const until = validUntil(reply.since ?? sentAt, ttl, o.driftFactor, o.driftConstant);
     if (!usable(until)) {
       // The grant answered too late to leave any validity: no caller may hold it. Give it back (the
       // next waiter gets it) and count the attempt as refused, so a waiting caller tries again.
@@ -142,19 +143,6 @@ export class Single implements LockEngine {
     return replicas;
   }
 
-  /**
-   * A lock granted outright by a release of this instance: valid for `ttl` from before that
-   * release was sent (the grant came after it), less the drift, like any grant. Not used when
-   * replicas must confirm it (an attempt then confirms it), or when too little validity is left.
-   */
-  adopt(_owner: string, ttl: number, grant: HandOffGrant): Attempt | undefined {
-    const o = this.#options;
-    if (o.replication) return undefined;
-    const until = validUntil(grant.since, ttl, o.driftFactor, o.driftConstant);
-    if (!usable(until)) return undefined;
-    return { acquired: true, fencingToken: grant.fence, validUntil: until };
-  }
-
   /** Who holds `name` now, for the message of a lease lost to another owner; undefined if unknown. */
   #holder(name: string): Promise<CurrentHolder | undefined> {
     return this.#bounded(this.store.inspect(name), 'inspect').then(
@@ -189,7 +177,7 @@ export class Single implements LockEngine {
     await this.#bounded(this.#primitive.leave(this.store, name, owner, this.handOn), 'leave');
   }
 
-  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+  async watch(name: string, onHandOff: HandOffListener): Promise<() => void> {
     const pending = this.store.watch(name, onHandOff);
     try {
       return await this.#bounded(pending, 'subscribe');

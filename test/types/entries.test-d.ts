@@ -154,7 +154,8 @@ describe('leasehold/store: what a backend implementer and tooling need', () => {
     expectTypeOf<store.SharedStore>().toHaveProperty('acquireShared');
     expectTypeOf<store.ReplicationStore>().toHaveProperty('replicate');
     expectTypeOf<store.HandOff>().toHaveProperty('woken');
-    expectTypeOf<NonNullable<store.HandOff['grant']>>().toEqualTypeOf<store.HandOffGrant>();
+    expectTypeOf<store.HandOff>().not.toHaveProperty('grant');
+    expectTypeOf<store.HandOffListener>().parameter(0).toEqualTypeOf<store.HandOff>();
     expectTypeOf<store.HeldAsReply>().toExtend<store.SharedAcquireReply>();
     expectTypeOf<store.AcquireReply>().toExtend<store.SharedAcquireReply>();
   });

@@ -11,6 +11,7 @@ import {
   type RedisConnection,
   type Subscriber,
 } from './connection.js';
+import { DirectGrants } from './direct-grants.js';
 import { infoField } from './info.js';
 import { lockKeys, nameFromLockKey } from './keys.js';
 import { decodeHandOff, isChallenge } from './replies.js';
@@ -76,6 +77,8 @@ export class RedisStore
    * lock to one of them outright (they are this instance's, so alive), and tell it from the reply.
    */
   readonly #room = newOwnerToken().slice(0, 12);
+  /** Locks a release here granted outright to this instance's waiters, until each waiter's next call. */
+  readonly #grants = new DirectGrants();
 
   constructor(connection: RedisConnection, { prefix, onError = () => {} }: RedisStoreOptions) {
     this.#connection = connection;
@@ -138,42 +141,56 @@ export class RedisStore
     });
   }
 
+  /**
+   * A queued waiter's retry answers from a lock a release here granted it outright, if one did
+   * (the lease counts from before that release was sent), without a call. A grant its retry took
+   * from the server instead (sent before the release's reply came) drops the one kept.
+   */
   acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
-    return this.#call(SCRIPTS.acquire, name, request);
+    if (request.queue !== 'member') return this.#call(SCRIPTS.acquire, name, request);
+    const kept = this.#grants.take(name, request.owner);
+    if (kept !== undefined) return Promise.resolve({ acquired: true, fence: kept.fence, since: kept.since });
+    return this.#call(SCRIPTS.acquire, name, request, (reply) => {
+      if (reply.acquired) this.#grants.take(name, request.owner);
+      return reply;
+    });
   }
 
   /**
    * The reply names the waiters the release woke: this instance's own are woken from it at once,
    * rather than when the publication comes back on the subscriber connection (which is then its
    * echo, and dropped). A waiter that queued through this store may have been granted the lock
-   * outright: it hears its token from here, with the time the release was sent (before the grant).
-   * If no waiter here claims it (it gave up meanwhile, and its leave did not reach the server), the
-   * grant is given back at once, so it costs the others no more than a reservation would.
+   * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
+   * leave did not reach the server), the grant is given back at once, so it costs the others no
+   * more than a reservation would.
    */
   release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
     const sentAt = now();
+    if (this.#grants.size > 0) this.#grants.take(name, owner);
     return this.#call(SCRIPTS.release, name, { owner, handOn }, ({ outcome, told, granted }) => {
       if (told.length === 0) return outcome;
       const hub = this.#hub;
       const channel = lockKeys(this.#prefix, name).channel;
-      let claimed = false;
       for (const [i, message] of told.entries()) {
-        if (i === 0 && granted !== null) {
-          const grant = { fence: granted, since: sentAt, claim: () => (claimed = true) };
-          hub?.deliverOnce(channel, message, (text) => ({ ...decodeHandOff(text), grant }), true);
-        } else {
+        if (i > 0 || granted === null) {
           hub?.deliverOnce(channel, message, decodeHandOff);
+          continue;
         }
-      }
-      if (granted !== null && !claimed) {
-        const woken = decodeHandOff(told[0] as string).woken as string;
-        this.release(name, woken, handOn).catch(this.#onError);
+        const handOff = decodeHandOff(message);
+        const woken = handOff.woken as string;
+        if (hub?.deliverOnce(channel, message, () => handOff, true)) {
+          this.#grants.keep(name, woken, { fence: granted, since: sentAt });
+        } else {
+          this.release(name, woken, handOn).catch(this.#onError);
+        }
       }
       return outcome;
     });
   }
 
+  /** A waiter that leaves holding a grant kept here gives it back on the server (leave.lua). */
   leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+    if (this.#grants.size > 0) this.#grants.take(name, owner);
     return this.#call(SCRIPTS.leave, name, { owner, handOn });
   }
 
@@ -298,9 +315,13 @@ export class RedisStore
     return infos.map((info) => infoField(info, 'maxmemory_policy') ?? null);
   }
 
-  async watch(name: string, onHandOff: (handOff: Port.HandOff) => void): Promise<() => void> {
+  async watch(name: string, onHandOff: Port.HandOffListener): Promise<() => void> {
     const hub = this.#hub ?? (await this.#openHub());
-    return hub.subscribe(lockKeys(this.#prefix, name).channel, onHandOff);
+    const stop = await hub.subscribe(lockKeys(this.#prefix, name).channel, onHandOff);
+    return () => {
+      stop();
+      this.#grants.forget(name);
+    };
   }
 
   /** The subscriber connection and its hub, opened on the first watch (once for concurrent ones). */

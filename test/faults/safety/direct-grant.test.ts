@@ -1,12 +1,17 @@
 import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { now } from '../../../src/core/clock.js';
+import { now, validUntil } from '../../../src/core/clock.js';
 import { type AcquireOptions, Leasehold } from '../../../src/index.js';
+import { mutex } from '../../../src/primitives/mutex.js';
 import { lockKeys } from '../../../src/store/index.js';
+import type { HandOn } from '../../../src/store/port.js';
+import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
+import { RedisStore } from '../../../src/store/redis/redis-store.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { Single } from '../../../src/topology/single.js';
 import { randomPrefix, startProxy, waitFor } from '../../harness/index.js';
-import { deferrals, ioredis, slowPath, suiteServer } from './fixture.js';
+import { deferrals, ioredis, singleOptions, slowPath, suiteServer } from './fixture.js';
 
 /**
  * A release grants the lock outright to the next waiter when that waiter queued through the same
@@ -27,6 +32,15 @@ describe('direct grant to a waiter of the releasing instance', () => {
     defer(() => client.disconnect());
     defer(() => locks.close());
     return locks;
+  }
+
+  /** A Redis store of its own on the suite's server (what an instance's engine runs on). */
+  function storeOf(prefix: string): RedisStore {
+    const client = ioredis(redis.server.port);
+    defer(() => client.disconnect());
+    const store = new RedisStore(new IORedisConnection(client as unknown as IORedisLike, () => {}), { prefix });
+    defer(() => store.close());
+    return store;
   }
 
   const queued = (prefix: string, name: string) => redis.admin.zcard(lockKeys(prefix, name).waiters);
@@ -145,8 +159,9 @@ describe('direct grant to a waiter of the releasing instance', () => {
   });
 
   it('a waiter that gives up as its grant arrives gives the lock back on leaving', async () => {
-    // The waiter's signal aborts the instant the hand-off reaches this instance (the diagnostics
-    // channel hears it just before the waiter does): it holds a grant it will not use.
+    // The waiter's signal aborts the instant the hand-off naming it reaches this instance (the
+    // diagnostics channel hears it just before the waiter does): a grant is kept for it that it
+    // will not use.
     const prefix = randomPrefix();
     const a = instance(prefix);
     const b = instance(prefix);
@@ -155,7 +170,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const gaveUp = waiting.catch((error: unknown) => error);
     let granted = false;
     const onHandOff = (message: unknown) => {
-      if ((message as { grant?: unknown }).grant === undefined) return;
+      if ((message as { woken?: unknown }).woken === null) return;
       granted = true;
       controller.abort(new Error('gave up'));
     };
@@ -169,6 +184,74 @@ describe('direct grant to a waiter of the releasing instance', () => {
     expect(next).not.toBeNull();
     expect(next?.fencingToken).toBeGreaterThan(held.fencingToken);
     await next?.release();
+  });
+
+  it('the store keeps the grant for the waiter that waits here: its next acquire answers with no call, counted from before the release was sent; its leave gives it back', async () => {
+    const prefix = randomPrefix();
+    const store = storeOf(prefix);
+    const lease = { ttl: 30_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 };
+    const handOn: HandOn = { reservation: 1_000, announce: false, direct: true };
+    const keys = lockKeys(prefix, 'k');
+    const queueBehind = async (holder: string, waiter: string) => {
+      expect(await store.acquire('k', { owner: holder, ...lease })).toMatchObject({ acquired: true });
+      expect(await store.acquire('k', { owner: waiter, queue: 'join', ...lease })).toMatchObject({ acquired: false });
+    };
+    // Only W and V wait here (the waiting code answers for its own waiters).
+    const stop = await store.watch('k', (handOff) => handOff.woken === 'W' || handOff.woken === 'V');
+    defer(stop);
+
+    await queueBehind('A', 'W');
+    const sentBefore = now();
+    expect(await store.release('k', 'A', handOn)).toBe('released');
+    const heardBy = now();
+    expect(await redis.admin.get(keys.lock)).toBe('W');
+    await redis.admin.config('RESETSTAT');
+    const reply = await store.acquire('k', { owner: 'W', queue: 'member', ...lease });
+    expect(await fcalls()).toBe(0);
+    expect(reply).toMatchObject({ acquired: true });
+    const since = (reply as { since?: number }).since as number;
+    expect(since).toBeGreaterThanOrEqual(sentBefore);
+    expect(since).toBeLessThanOrEqual(heardBy);
+    // Taken once: W's next acquire asks the server, which answers with the same grant.
+    const again = await store.acquire('k', { owner: 'W', queue: 'member', ...lease });
+    expect(again).toEqual({ acquired: true, fence: (reply as { fence: number }).fence });
+    expect(await fcalls()).toBe(1);
+
+    // V is granted the lock the same way, and leaves instead: the grant goes back on the server.
+    expect(await store.acquire('k', { owner: 'V', queue: 'join', ...lease })).toMatchObject({ acquired: false });
+    expect(await store.release('k', 'W', handOn)).toBe('released');
+    expect(await redis.admin.get(keys.lock)).toBe('V');
+    await store.leave('k', 'V', handOn);
+    expect(await redis.admin.exists(keys.lock)).toBe(0);
+    // And nothing is kept for V: an acquire of its token asks the server, and takes the free lock.
+    await redis.admin.config('RESETSTAT');
+    expect(await store.acquire('k', { owner: 'V', queue: 'member', ...lease })).toMatchObject({ acquired: true });
+    expect(await fcalls()).toBe(1);
+    await store.release('k', 'V', handOn);
+
+    // A waiter that does not wait here (none of this store's answered for X): given back at once.
+    await queueBehind('B', 'X');
+    expect(await store.release('k', 'B', handOn)).toBe('released');
+    await waitFor(async () => (await redis.admin.exists(keys.lock)) === 0);
+  });
+
+  it('the engine counts a kept grant’s validity from before the release was sent, however late the waiter takes it', async () => {
+    const store = storeOf(randomPrefix());
+    const options = singleOptions({ reservation: 1_000, announce: false, direct: true });
+    const engine = new Single(mutex, store, false, options);
+    const ttl = 10_000;
+    expect(await engine.attempt('k', 'A', ttl, 0, true)).toMatchObject({ acquired: true });
+    expect(await engine.attempt('k', 'W', ttl, 0, true)).toMatchObject({ acquired: false });
+    const stop = await store.watch('k', (handOff) => handOff.woken === 'W');
+    defer(stop);
+    expect(await engine.release('k', 'A')).toBe(true);
+    const heardBy = now();
+    // The waiter takes its grant a while later: its validity is no longer for that.
+    await sleep(200);
+    const taken = await engine.attempt('k', 'W', ttl, 1, true);
+    if (!taken.acquired) throw new Error('not acquired');
+    expect(taken.validUntil).toBeLessThanOrEqual(validUntil(heardBy, ttl, options.driftFactor, options.driftConstant));
+    expect(await engine.release('k', 'W')).toBe(true);
   });
 
   it('a waiter granted the lock that hears of it by its own attempt gets a lease counted from that attempt', async () => {

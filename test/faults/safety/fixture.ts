@@ -1,5 +1,9 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
+import { DEFAULTS } from '../../../src/core/defaults.js';
+import { EvictionCheck } from '../../../src/store/eviction-check.js';
+import type { HandOn } from '../../../src/store/port.js';
+import type { SingleOptions } from '../../../src/topology/single.js';
 import { type RedisServer, startProxy, startRedis, type TcpProxy } from '../../harness/index.js';
 
 /** `defer(fn)`: run `fn` after the current test, newest first, whatever its outcome. */
@@ -58,6 +62,20 @@ export async function slowPath(server: RedisServer, latency: number): Promise<{ 
   await client.ping();
   proxy.setLatency(latency);
   return { proxy, client };
+}
+
+/** A single-store engine's settings as an instance with the defaults has them, releases handing on by `handOn`. */
+export function singleOptions(handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false }): SingleOptions {
+  return {
+    commandTimeout: DEFAULTS.commandTimeout,
+    driftFactor: DEFAULTS.driftFactor,
+    driftConstant: DEFAULTS.driftConstant,
+    instance: 'test',
+    fenceRetention: DEFAULTS.fenceRetention,
+    waiterLease: DEFAULTS.waiterLease,
+    handOn,
+    eviction: new EvictionCheck([], 'ignore', () => {}),
+  };
 }
 
 export { blockFor } from '../../harness/index.js';

@@ -1,14 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { now, validUntil } from '../../../src/core/clock.js';
-import { DEFAULTS } from '../../../src/core/defaults.js';
 import { Leasehold, type Lock, LockLostError, LockTimeoutError, MemoryStore } from '../../../src/index.js';
 import { mutex } from '../../../src/primitives/mutex.js';
-import { EvictionCheck } from '../../../src/store/eviction-check.js';
 import { resolveStore } from '../../../src/store/registry.js';
 import { Single } from '../../../src/topology/single.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
-import { blockFor, deferrals, ioredis, slowPath } from './fixture.js';
+import { blockFor, deferrals, ioredis, singleOptions, slowPath } from './fixture.js';
 
 /**
  * No Lock reaches user code with no validity left. A grant whose reply arrives after its lease's
@@ -127,16 +125,7 @@ describe('no dead lease is handed out', () => {
     const { proxy, client } = await slowPath(server, 25);
     defer(() => proxy.close());
     defer(() => client.disconnect());
-    const options = {
-      commandTimeout: DEFAULTS.commandTimeout,
-      driftFactor: DEFAULTS.driftFactor,
-      driftConstant: DEFAULTS.driftConstant,
-      instance: 'test',
-      fenceRetention: DEFAULTS.fenceRetention,
-      waiterLease: DEFAULTS.waiterLease,
-      handOn: { reservation: DEFAULTS.reservation, announce: false },
-      eviction: new EvictionCheck([], 'ignore', () => {}),
-    };
+    const options = singleOptions();
     const { store } = resolveStore(client, { prefix, onError: () => {} });
     const ttl = 30;
     // The store itself, through the same 50 ms round trip: it grants, and the grant's validity,

@@ -98,7 +98,9 @@ describe.each(BACKENDS)('shared holds at the store port: %s', (_label, make) => 
   it('writers are not starved: once an exclusive waiter queues, later shared requests queue behind it', async () => {
     const store = make();
     const heard: HandOff[] = [];
-    const unwatch = await store.watch('wp', (h) => heard.push(h));
+    const unwatch = await store.watch('wp', (h) => {
+      heard.push(h);
+    });
     expect(await store.acquireShared('wp', request('R1', 0))).toMatchObject({ acquired: true });
     expect(await store.acquire('wp', { owner: 'W', ttl: 30_000, queue: 'join', ...lease })).toMatchObject({
       acquired: false,
