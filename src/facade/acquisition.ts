@@ -38,6 +38,8 @@ export class Acquisitions {
   readonly #keeper = new LeaseKeeper();
   readonly #waits: WaitQueues;
   readonly #held = new Set<Lock>();
+  /** Extensions sent and not yet answered (or timed out): close() waits for them. */
+  readonly #extending = new Set<Promise<unknown>>();
   /** The Lock context of each engine in use, made with it. */
   readonly #contexts = new WeakMap<LockEngine, LockContext>();
   /** Aborted by close(): every parked acquisition rejects with CLOSED at once (each listens to it). */
@@ -155,7 +157,7 @@ export class Acquisitions {
       keeper: this.#keeper,
       driftFactor: host.driftFactor,
       instance: host.instance,
-      extend: (name, owner, ttl) => engine.extend(name, owner, ttl),
+      extend: (name, owner, ttl) => this.#inFlight(engine.extend(name, owner, ttl)),
       release: async (lock) => {
         const released = await engine.release(lock.name, lock.owner);
         if (host.hears('released'))
@@ -175,6 +177,14 @@ export class Acquisitions {
     return context;
   }
 
+  /** `call`, counted among the extensions in flight until it settles. */
+  #inFlight<T>(call: Promise<T>): Promise<T> {
+    this.#extending.add(call);
+    const settled = () => this.#extending.delete(call);
+    call.then(settled, settled);
+    return call;
+  }
+
   /**
    * Reject every acquisition still waiting with CLOSED and wait until each has left the backend's
    * queue; stop every watchdog (held locks' signals abort with reason 'closed'); close the engines.
@@ -187,6 +197,8 @@ export class Acquisitions {
     for (const lock of [...this.#held]) lock.abandon();
     this.#held.clear();
     this.#waits.close();
+    // An extension in flight (of a lease lost or abandoned meanwhile) ends within commandTimeout.
+    await Promise.allSettled([...this.#extending]);
     await this.#engines.close();
   }
 }

@@ -159,8 +159,9 @@ export class Single implements LockEngine {
     const { driftFactor, driftConstant } = this.#options;
     const until = validUntil(sentAt, ttl, driftFactor, driftConstant);
     if (!usable(until)) {
-      // Confirmed too late to count: the lease is lost to us, so free it for others at once.
-      this.release(name, owner).catch(() => undefined);
+      // Confirmed too late to count: the lease is lost to us, so free it for others at once (the
+      // lease's own timer has ended it here already; the call is awaited so none outlives close()).
+      await this.release(name, owner).catch(() => undefined);
       return { extended: false, reason: 'validity-elapsed' };
     }
     // A short acknowledgement of an extension throws (the watchdog retries until the validity ends).
