@@ -37,9 +37,9 @@ export class DirectGrants {
   }
 
   /**
-   * Drop what is kept for `name` once nobody here waits on it: an entry left is a grant its waiter
-   * also took by an attempt of its own (sent before the release's reply came), so it is never given
-   * back here.
+   * Drop what is kept for `name` (when a watch of it stops). Never given back here: an entry left
+   * is a grant its waiter also took by an attempt of its own (sent before the release's reply
+   * came), and a waiter still waiting finds the lock its own on its next acquire.
    */
   forget(name: string): void {
     this.#byName.delete(name);

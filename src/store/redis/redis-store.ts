@@ -166,6 +166,7 @@ export class RedisStore
    */
   release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
     const sentAt = now();
+    // A holder releasing has no use for a grant still kept for it (its own attempt took the lock).
     if (this.#grants.size > 0) this.#grants.take(name, owner);
     return this.#call(SCRIPTS.release, name, { owner, handOn }, ({ outcome, told, granted }) => {
       if (told.length === 0) return outcome;
@@ -318,6 +319,7 @@ export class RedisStore
   async watch(name: string, onHandOff: Port.HandOffListener): Promise<() => void> {
     const hub = this.#hub ?? (await this.#openHub());
     const stop = await hub.subscribe(lockKeys(this.#prefix, name).channel, onHandOff);
+    // Dropping a kept grant is always safe: its waiter's next acquire finds the lock its own.
     return () => {
       stop();
       this.#grants.forget(name);
