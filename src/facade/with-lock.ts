@@ -1,6 +1,7 @@
 import { now } from '../core/clock.js';
 import { LockLostError, StoreUnavailableError, workFailure } from '../core/errors.js';
 import type { Lock } from '../core/lock.js';
+import { NEVER_ABORTED } from '../core/never-aborted.js';
 import * as validate from '../core/validate.js';
 import { MultiLock } from '../primitives/multi-lock.js';
 import type { Reentrancy } from '../primitives/reentrant.js';
@@ -49,6 +50,19 @@ export async function take<T>(
   }
 }
 
+const sourceOf = Function.prototype.toString;
+/** An arrow function that declares no parameter (it cannot read what it is called with). */
+const NO_PARAMETERS = /^(?:async\s*)?\(\s*\)\s*=>/;
+
+/**
+ * The signal to hand `work`: the lock's, unless `work` is an arrow function that declares no
+ * parameter and so can never read it (a signal costs Node a few µs to make: one per call adds up).
+ * Anything else (`...args`, `arguments`, a bound or wrapped function) gets the lock's own.
+ */
+function signalFor(work: Work<unknown, Lock | null>, lock: Lock): AbortSignal {
+  return work.length === 0 && NO_PARAMETERS.test(sourceOf.call(work)) ? NEVER_ABORTED : lock.signal;
+}
+
 /** Run the work under its lock and always release it; a lost lease's error wins over the work's. */
 export async function runHeld<T>(
   host: WorkHost,
@@ -58,8 +72,8 @@ export async function runHeld<T>(
 ): Promise<T> {
   try {
     // A reentrant hold carries the lease in the work's async context, for nested acquisitions.
-    if (reentrant) return await host.reentrancy.run(lock, async () => work(lock.signal, lock));
-    return await work(lock.signal, lock);
+    if (reentrant) return await host.reentrancy.run(lock, async () => work(signalFor(work, lock), lock));
+    return await work(signalFor(work, lock), lock);
   } catch (error) {
     throw workFailure(error, lock.signal);
   } finally {
