@@ -1,6 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { hostname } from 'node:os';
-import { DEFAULTS } from './core/defaults.js';
+import { DEFAULTS, defaultInstance } from './core/defaults.js';
 import { channels } from './core/diagnostics.js';
 import { emitSafely } from './core/emit.js';
 import { closedError, LockTimeoutError } from './core/errors.js';
@@ -52,10 +51,6 @@ export type {
   Work,
 } from './facade/options.js';
 
-function defaultInstance(): string {
-  return `${hostname()}:${process.pid}`;
-}
-
 /**
  * Locks and leases on one Redis (a client or a cluster), on several independent Redis masters
  * (Redlock, when given an array), or on a Store such as `new MemoryStore()`.
@@ -67,7 +62,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
   /** What a call falls back on: the instance's ttl, wait, autoExtend, drift and replicas. */
   readonly #defaults: CallDefaults;
   readonly #instance: string;
-  readonly #fenceRetention: number;
   /** What the `with…` calls and acquireAll use of this instance (facade/with-lock.ts). */
   readonly #work: WorkHost = {
     resolve: (options, entry, waits) => this.#resolve(options, entry, waits),
@@ -92,7 +86,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       replication,
     };
     this.#instance = validate.instance(o.instance, defaultInstance());
-    this.#fenceRetention = validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention);
     this.#engines = new Engines(
       backend,
       {
@@ -100,7 +93,7 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         commandTimeout: validate.optionalDuration(o.commandTimeout, 'commandTimeout', 1, DEFAULTS.commandTimeout),
         driftFactor,
         instance: this.#instance,
-        fenceRetention: this.#fenceRetention,
+        fenceRetention: validate.optionalDuration(o.fenceRetention, 'fenceRetention', 1, DEFAULTS.fenceRetention),
         unsafeConfig: validate.unsafeConfig(o.unsafeConfig),
         replication,
         quorum: o.quorum,
@@ -306,7 +299,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       noJobs: this.#engines.noJobs,
       loop: this.#locks.loop,
       instance: this.#instance,
-      fenceRetention: this.#fenceRetention,
       driftFactor: this.#defaults.driftFactor,
       context: this.#locks.contextFor(this.#engines.mutex),
       adopt: (lock) => this.#locks.adopt(lock),

@@ -3,7 +3,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { bounded } from '../store/bounded.js';
 import { portsOf } from '../store/port.js';
 import { resolveStore } from '../store/registry.js';
-import type { Operator } from './operator.js';
+import { type Operator, operatorSettings } from './operator.js';
 import { loadOptional } from './redis.js';
 
 /** A backend the operator commands reach by URL besides Redis. */
@@ -42,7 +42,10 @@ export async function openClient(kind: StoreKind, url: string): Promise<{ client
 /** The operator commands on a PostgreSQL or etcd store: the same ports as on Redis, by lock name. */
 export async function openStoreOperator(kind: StoreKind, url: string, prefix: string): Promise<Operator> {
   const { client, end } = await openClient(kind, url);
-  const { store } = resolveStore(client, { prefix, onError: () => {} });
+  const { store } = resolveStore(
+    client,
+    operatorSettings(prefix, () => {}),
+  );
   const { admin, jobs } = portsOf(store);
   if (!admin || !jobs) {
     await store.close();

@@ -8,8 +8,9 @@ import { Leasehold } from '../leasehold.js';
 import { type RunRecord, runRecords } from '../schedule/history.js';
 import { bounded } from '../store/bounded.js';
 import { MemoryStore } from '../store/memory/memory-store.js';
-import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
+import { type AdminStore, type JobStore, portsOf, type Store } from '../store/port.js';
 import { resolveStore } from '../store/registry.js';
+import { storeSettings } from '../store/settings.js';
 import { LatentStore } from './latent-store.js';
 import { type DemoPlan, type PodEvent, runPod } from './pod.js';
 import { connectRedis } from './redis.js';
@@ -40,9 +41,9 @@ interface PodHandle {
   readonly exited: Promise<void>;
 }
 
-function memoryPods(lease: LeaseStore, jobs: JobStore, plan: DemoPlan, onEvent: (e: PodEvent) => void): PodHandle[] {
+function memoryPods(memory: MemoryStore, plan: DemoPlan, onEvent: (e: PodEvent) => void): PodHandle[] {
   return PODS.map((name) => {
-    const locks = new Leasehold(new LatentStore(lease, jobs, 20), { prefix: PREFIX });
+    const locks = new Leasehold(new LatentStore(memory, 20), { prefix: PREFIX });
     let dead = false;
     const report = (e: PodEvent) => {
       if (!dead) onEvent(e);
@@ -129,13 +130,15 @@ export async function demo(options: DemoOptions): Promise<number> {
   const redis = run.memory ? undefined : await connectRedis(options.redis as string);
   // The demo's own view of the job (its history, and the clean-up), by name under the demo's prefix;
   // in memory, the store the pods share.
-  const { store, owned } = resolveStore(redis?.client ?? new MemoryStore(), { prefix: PREFIX, onError: () => {} });
-  const { lease, jobs, admin } = portsOf(store);
+  const memory = redis ? undefined : new MemoryStore();
+  const settings = { ...storeSettings({ prefix: PREFIX }), onError: () => {} };
+  const { store, owned } = resolveStore(redis?.client ?? memory, settings);
+  const { jobs, admin } = portsOf(store);
   if (!jobs || !admin) throw new Error(`the ${store.kind} store keeps no job history`);
 
   run.printIntro(redis?.library);
-  run.pods = run.memory
-    ? memoryPods(lease, jobs, run.plan, run.onEvent)
+  run.pods = memory
+    ? memoryPods(memory, run.plan, run.onEvent)
     : processPods(options.redis as string, run.plan, run.onEvent, (why) => run.failures.push(why));
   await run.printTimeline();
   await Promise.all(run.pods.map((p) => p.exited));
@@ -159,8 +162,7 @@ async function readHistory(store: Store, jobs: JobStore, job: string): Promise<R
 
 /** Release the job's lock and forget its state; a failure is ignored (the keys expire). */
 async function forgetJob(store: Store, ports: { admin: AdminStore; jobs: JobStore }, job: string): Promise<void> {
-  const handOn = { reservation: DEFAULTS.reservation, announce: false };
-  const leave = Promise.all([ports.admin.forceRelease(job, handOn), ports.jobs.forgetJob(job)]);
+  const leave = Promise.all([ports.admin.forceRelease(job), ports.jobs.forgetJob(job)]);
   await bounded(store, leave, 'force-release', DEFAULTS.commandTimeout).catch(() => undefined);
 }
 

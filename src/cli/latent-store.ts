@@ -8,15 +8,16 @@ import {
   type FinishReply,
   type FinishRequest,
   type HandOff,
-  type HandOn,
   type HeldAsReply,
   type JobState,
   type JobStore,
   type LeaseStore,
   type LockState,
+  portsOf,
   type ReleaseReply,
   STORE,
   type Store,
+  type StoreSettings,
 } from '../store/port.js';
 
 /**
@@ -28,15 +29,24 @@ import {
 export class LatentStore implements Store, JobStore {
   readonly [STORE] = true;
   readonly kind = 'memory';
+  readonly #behind: Store;
   readonly #lease: LeaseStore;
   readonly #jobs: JobStore;
   readonly #maxDelay: number;
 
-  /** `lease` and `jobs`: the ports of the store behind (portsOf). */
-  constructor(lease: LeaseStore, jobs: JobStore, maxDelay: number) {
+  /** `behind`: the store that answers, which must keep job history (JobStore). */
+  constructor(behind: Store, maxDelay: number) {
+    const { lease, jobs } = portsOf(behind);
+    if (!jobs) throw new Error(`the ${behind.kind} store keeps no job history`);
+    this.#behind = behind;
     this.#lease = lease;
     this.#jobs = jobs;
     this.#maxDelay = maxDelay;
+  }
+
+  /** The same latency in front of the store behind seen with a Leasehold's settings. */
+  bind(settings: StoreSettings): LatentStore {
+    return new LatentStore(this.#behind.bind?.(settings) ?? this.#behind, this.#maxDelay);
   }
 
   async #later<T>(call: () => Promise<T>): Promise<T> {
@@ -47,11 +57,11 @@ export class LatentStore implements Store, JobStore {
   acquire(name: string, request: AcquireRequest): Promise<AcquireReply | HeldAsReply> {
     return this.#later(() => this.#lease.acquire(name, request));
   }
-  leave(name: string, owner: string, handOn: HandOn): Promise<void> {
-    return this.#later(() => this.#lease.leave(name, owner, handOn));
+  leave(name: string, owner: string): Promise<void> {
+    return this.#later(() => this.#lease.leave(name, owner));
   }
-  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
-    return this.#later(() => this.#lease.release(name, owner, handOn));
+  release(name: string, owner: string): Promise<ReleaseReply> {
+    return this.#later(() => this.#lease.release(name, owner));
   }
   extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
     return this.#later(() => this.#lease.extend(name, owner, ttl));

@@ -4,7 +4,8 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { withTimeout } from '../core/timeout.js';
 import { bounded } from '../store/bounded.js';
 import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
-import { resolveStore } from '../store/registry.js';
+import { type BackendOptions, resolveStore } from '../store/registry.js';
+import { storeSettings } from '../store/settings.js';
 import { loadOptional } from './redis.js';
 
 /** How long the first connection may take before the command gives up (a black-holed host). */
@@ -94,6 +95,15 @@ function clusterClient(ioredis: IORedisModule, url: string): Cluster {
   );
 }
 
+/**
+ * An operator's store settings: those of any instance under `prefix`, and a forced release heard by
+ * every waiter, those that do not queue (Redlock's) too.
+ */
+export function operatorSettings(prefix: string, onError: (error: unknown) => void): BackendOptions {
+  const handOn = { reservation: DEFAULTS.reservation, announce: true };
+  return { ...storeSettings({ prefix, handOn }), onError };
+}
+
 /** The store on one client under the prefix, and the ports the operator commands call on it. */
 interface Ports {
   readonly store: Store;
@@ -103,7 +113,7 @@ interface Ports {
 
 /** The ports on `client`; a store without them (never a Redis one) drops the connection and fails. */
 function portsOn(client: Client, prefix: string, onError: (error: unknown) => void): Ports {
-  const { store } = resolveStore(client, { prefix, onError });
+  const { store } = resolveStore(client, operatorSettings(prefix, onError));
   const { admin, jobs } = portsOf(store);
   if (!admin || !jobs) {
     void store.close();

@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+
 /**
  * Every default in one frozen object: the code and the tests both import it.
  */
@@ -110,4 +112,9 @@ export type UnsafeConfig = 'warn' | 'refuse' | 'ignore';
  */
 export function minimumTtl(driftFactor: number, driftConstant: number = DEFAULTS.driftConstant): number {
   return Math.ceil((driftConstant + 1) / (1 - driftFactor));
+}
+
+/** An instance's label when it names none: `hostname:pid`. */
+export function defaultInstance(): string {
+  return `${hostname()}:${process.pid}`;
 }

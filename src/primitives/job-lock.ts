@@ -6,7 +6,6 @@ import type {
   ClaimRequest,
   FinishReply,
   FinishRequest,
-  HandOn,
   JobState,
   JobStore,
   StoreInfo,
@@ -16,8 +15,6 @@ export interface JobLockOptions {
   readonly commandTimeout: number;
   readonly driftFactor: number;
   readonly driftConstant: number;
-  /** How a finished run's lock is handed on: as the mutex hands on a released lock. */
-  readonly handOn: HandOn;
   /** The store's configuration check before a claim (the eviction policy); undefined once passed. */
   gate(): Promise<void> | undefined;
 }
@@ -43,10 +40,6 @@ export class JobLock {
 
   get kind(): string {
     return this.#store.kind;
-  }
-
-  get handOn(): HandOn {
-    return this.#options.handOn;
   }
 
   #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
@@ -91,13 +84,12 @@ export class JobLock {
       outcome: 'abandoned',
       error: why,
       lockAtLeastFor: 0,
-      handOn: this.#options.handOn,
     });
   }
 
   /** The run's end: record it and end (or cut, per lockAtLeastFor) the lease. */
-  finish(name: string, request: Omit<FinishRequest, 'handOn'>): Promise<FinishReply> {
-    return this.#bounded(this.#store.finishTick(name, { ...request, handOn: this.#options.handOn }), 'finish-tick');
+  finish(name: string, request: FinishRequest): Promise<FinishReply> {
+    return this.#bounded(this.#store.finishTick(name, request), 'finish-tick');
   }
 
   read(name: string, limit: number): Promise<JobState> {

@@ -11,6 +11,6 @@ export const mutex: Primitive = {
     return reply;
   },
   extend: (store, name, owner, ttl) => store.extend(name, owner, ttl),
-  release: (store, name, owner, handOn) => store.release(name, owner, handOn),
-  leave: (store, name, owner, handOn) => store.leave(name, owner, handOn),
+  release: (store, name, owner) => store.release(name, owner),
+  leave: (store, name, owner) => store.leave(name, owner),
 };

@@ -1,12 +1,4 @@
-import type {
-  AcquireReply,
-  AcquireRequest,
-  ExtendReply,
-  HandOn,
-  LeaseStore,
-  ReleaseReply,
-  Store,
-} from '../store/port.js';
+import type { AcquireReply, AcquireRequest, ExtendReply, LeaseStore, ReleaseReply, Store } from '../store/port.js';
 
 /**
  * A primitive: one kind of lock, as the steps it takes on one store. A topology (one server, or a
@@ -24,7 +16,7 @@ export interface Primitive {
   /** Take it for `request.owner` if free (or join the queue when refused, per `request.queue`). */
   acquire(store: LeaseStore, name: string, request: AcquireRequest): Promise<AcquireReply>;
   extend(store: LeaseStore, name: string, owner: string, ttl: number): Promise<ExtendReply>;
-  release(store: LeaseStore, name: string, owner: string, handOn: HandOn): Promise<ReleaseReply>;
+  release(store: LeaseStore, name: string, owner: string): Promise<ReleaseReply>;
   /** A waiter gives up: leave the queue, passing on a reservation made for it. */
-  leave(store: LeaseStore, name: string, owner: string, handOn: HandOn): Promise<void>;
+  leave(store: LeaseStore, name: string, owner: string): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { invalidArgument } from '../core/errors.js';
-import { type HandOn, type LeaseStore, portsOf, type SharedStore } from '../store/port.js';
+import { type LeaseStore, portsOf, type SharedStore } from '../store/port.js';
 import type { Primitive } from './primitive.js';
 
 /**
@@ -30,30 +30,29 @@ const shared = (store: LeaseStore) => store as LeaseStore & SharedStore;
 
 /**
  * Holds of `limit` at the store (0: shared mode). `asked` names the option the caller gave, for the
- * message of a lock held as another kind. `handOn`: how a free lock is handed to an exclusive
- * waiter queued ahead, as the topology's releases hand it on.
+ * message of a lock held as another kind.
  */
-function holds(kind: string, limit: number, asked: string, handOn: HandOn): Primitive {
+function holds(kind: string, limit: number, asked: string): Primitive {
   return {
     kind,
     supports: (store) => portsOf(store).shared !== undefined,
     acquire: async (store, name, { minFence: _, ...request }) => {
-      const reply = await shared(store).acquireShared(name, { ...request, limit, handOn });
+      const reply = await shared(store).acquireShared(name, { ...request, limit });
       if ('heldAs' in reply) throw kindMismatch(asked, name, reply.heldAs);
       return reply;
     },
     extend: (store, name, owner, ttl) => shared(store).extendShared(name, owner, ttl),
-    release: (store, name, owner, on) => shared(store).releaseShared(name, owner, on),
-    leave: (store, name, owner, on) => shared(store).leaveShared(name, owner, on),
+    release: (store, name, owner) => shared(store).releaseShared(name, owner),
+    leave: (store, name, owner) => shared(store).leaveShared(name, owner),
   };
 }
 
 /** The counting semaphore: at most `limit` holders of a name at once, waiting FIFO. */
-export function semaphore(limit: number, handOn: HandOn): Primitive {
-  return holds('semaphore', limit, `\`limit: ${limit}\``, handOn);
+export function semaphore(limit: number): Primitive {
+  return holds('semaphore', limit, `\`limit: ${limit}\``);
 }
 
 /** The read-write lock's shared mode: shared holders coexist; writers queued ahead are not overtaken. */
-export function sharedMode(handOn: HandOn): Primitive {
-  return holds('read-write lock', 0, "`mode: 'shared'`", handOn);
+export function sharedMode(): Primitive {
+  return holds('read-write lock', 0, "`mode: 'shared'`");
 }

@@ -17,7 +17,6 @@ export interface SchedulerHost {
   readonly loop: AcquireLoop;
   /** The instance's label: the default of a job's `instance`, recorded next to its lease. */
   readonly instance: string;
-  readonly fenceRetention: number;
   readonly driftFactor: number;
   readonly context: LockContext;
   /** Count a claimed job lock among the instance's held locks (close() abandons them) and announce it ('acquired'). */

@@ -115,7 +115,6 @@ export class Runner {
             tick,
             instance: s.instance,
             historyLimit: s.historyLimit,
-            fenceRetention: this.#host.fenceRetention,
             clockTolerance: s.clockTolerance,
           });
           return reply.claimed ? { granted: reply } : { refused: reply, retryIn: -1 };
@@ -244,7 +243,7 @@ export class Runner {
   }
 
   /** @internal Lock.release of a job lock: the run recorded and the lease ended, bounded by commandTimeout. */
-  async finish(lock: Lock, request: Omit<FinishRequest, 'handOn'>): Promise<boolean> {
+  async finish(lock: Lock, request: FinishRequest): Promise<boolean> {
     const reply = await this.#jobs.finish(lock.name, request);
     const ended = reply.lease === 'kept' || reply.lease === 'released';
     this.#host.onReleased(lock, ended);

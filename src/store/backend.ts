@@ -1,8 +1,7 @@
-import type { Store } from './port.js';
+import type { Store, StoreSettings } from './port.js';
 
-/** What a backend is built with: the Leasehold's prefix and where background failures go. */
-export interface BackendOptions {
-  readonly prefix: string;
+/** What a backend is built with: the Leasehold's settings and where background failures go. */
+export interface BackendOptions extends StoreSettings {
   readonly onError: (error: unknown) => void;
 }
 

@@ -40,6 +40,7 @@ export type {
   StoredOutcome,
   StoredRun,
   StoreInfo,
+  StoreSettings,
 } from './port.js';
 export { STORE } from './port.js';
 export type { PostgresBackend, PostgresSetup } from './postgres/backend.js';
@@ -48,3 +49,5 @@ export { migrationSql } from './postgres/schema.js';
 /** The Redis key layout, for tooling that reads a Redis directly. */
 export { type JobKeys, jobKeys, type LockKeys, lockKeys } from './redis/keys.js';
 export type { IORedisBackend, NodeRedisBackend } from './registry.js';
+/** A store's settings over the defaults, for a store made outside a Leasehold. */
+export { storeSettings } from './settings.js';

@@ -50,7 +50,24 @@ export interface Holder {
   readonly instance: string;
 }
 
-/** One acquisition attempt, with the policy the caller applies (stores read no defaults of their own). */
+/**
+ * What every call of one Leasehold instance shares: a store is built with it (or bound to it, see
+ * Store.bind) once, and a request carries only what varies per call.
+ */
+export interface StoreSettings {
+  /** The namespace of every key, row or etcd key the store touches. */
+  readonly prefix: string;
+  /** The instance label recorded next to each lease this instance takes. */
+  readonly instance: string;
+  /** ms the fencing counter is kept after a lock's last grant. */
+  readonly fenceRetention: number;
+  /** ms a queued waiter stays queued without trying again; then it counts as dead and is dropped. */
+  readonly waiterLease: number;
+  /** How a freed lock is handed on, by every call that frees one. */
+  readonly handOn: HandOn;
+}
+
+/** One acquisition attempt: what varies per call (the instance's own settings are the store's). */
 export interface AcquireRequest {
   readonly owner: string;
   /** The lease in ms. */
@@ -59,15 +76,9 @@ export interface AcquireRequest {
   readonly minFence?: number;
   /** How this attempt takes part in the waiters' queue; see QueueMode. Omitted: never queues. */
   readonly queue?: QueueMode | undefined;
-  /** The caller's instance label, recorded next to the lease. */
-  readonly instance: string;
-  /** ms the fencing counter is kept after the last grant. */
-  readonly fenceRetention: number;
-  /** ms a queued waiter stays queued without trying again; then it counts as dead and is dropped. */
-  readonly waiterLease: number;
 }
 
-/** How a freed lock is handed on: the policy every releasing call carries. */
+/** How a freed lock is handed on: the policy of every call that frees one (StoreSettings.handOn). */
 export interface HandOn {
   /** ms the lock is reserved for the waiter woken. */
   readonly reservation: number;
@@ -91,6 +102,7 @@ export interface StoredRun {
   readonly fence: number;
   /** The tick's scheduled time, or null for a run without tick identity. */
   readonly tick: number | null;
+  /** The job's instance label (a job may name its own), recorded next to the lease. */
   readonly instance: string;
   readonly startedAt: number;
   readonly finishedAt: number | null;
@@ -100,8 +112,6 @@ export interface StoredRun {
 
 export interface ClaimRequest {
   readonly owner: string;
-  /** ms the fencing counter is kept after the last grant. */
-  readonly fenceRetention: number;
   /** ms a tick may lie ahead of the store's clock before it is refused as `clock-skew`. */
   readonly clockTolerance: number;
   /** The lease in ms (lockAtMostFor). */
@@ -123,7 +133,6 @@ export type ClaimReply =
 
 export interface FinishRequest {
   readonly owner: string;
-  readonly handOn: HandOn;
   readonly fence: number;
   /** The `startedAt` the claim returned. */
   readonly startedAt: number;
@@ -218,14 +227,14 @@ export interface LeaseStore extends StoreInfo {
    * expired lock hands it on all the same. Idempotent per owner: the same release re-sent answers
    * released, until another owner takes the lock.
    */
-  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply>;
+  release(name: string, owner: string): Promise<ReleaseReply>;
   /** Reset the lease to `ttl` ms if `owner` holds it. */
   extend(name: string, owner: string, ttl: number): Promise<ExtendReply>;
   /**
    * A waiter gives up (timed out, aborted): drop it from the queue, and if the lock was reserved
    * for it and is free, hand it to the next waiter as a release would.
    */
-  leave(name: string, owner: string, handOn: HandOn): Promise<void>;
+  leave(name: string, owner: string): Promise<void>;
   /** Read the lock's current state (operator tooling, lost-lease messages, tests). */
   inspect(name: string): Promise<LockState>;
   /**
@@ -239,8 +248,8 @@ export interface LeaseStore extends StoreInfo {
 
 /** Redlock's fencing write-back. */
 export interface FenceStore {
-  /** Raise lock `name`'s fencing counter to at least `fence` (never lowers it), kept `retention` ms. Returns the counter after. */
-  raiseFence(name: string, fence: number, retention: number): Promise<number>;
+  /** Raise lock `name`'s fencing counter to at least `fence` (never lowers it), kept `fenceRetention` ms. Returns the counter after. */
+  raiseFence(name: string, fence: number): Promise<number>;
 }
 
 /** Once-per-tick jobs: the scheduler's steps, each one step on the store. */
@@ -281,7 +290,7 @@ export interface AdminStore {
    * fencing counter, so the next token is still above the deleted holder's. This breaks mutual
    * exclusion for that holder until its next extension fails.
    */
-  forceRelease(name: string, handOn: HandOn): Promise<ForceReleaseReply>;
+  forceRelease(name: string): Promise<ForceReleaseReply>;
   /** The waiters' queue (its length and first `limit` owner tokens) and any reservation. */
   queued(name: string, limit: number): Promise<QueueState>;
 }
@@ -297,8 +306,9 @@ export interface ConfigStore {
 
 /**
  * A store as `new Leasehold(store)` takes it: leases, and whichever further capabilities it has.
- * `scope(prefix)`: the same store seen under another prefix, for a store object shared by
- * Leaseholds of different prefixes (the memory store); without it the store is used as it is.
+ * `bind(settings)`: the same store seen with a Leasehold's settings (its prefix, instance label,
+ * retention, hand-on), for a store object the caller made and shares between Leaseholds (the memory
+ * store); without it the store is used as it is, with the settings it was made with.
  */
 export interface Store
   extends LeaseStore,
@@ -308,7 +318,7 @@ export interface Store
     Partial<ConfigStore>,
     Partial<SharedStore>,
     Partial<ReplicationStore> {
-  scope?(prefix: string): Store;
+  bind?(settings: StoreSettings): Store;
 }
 
 /** A store's capabilities, each present only when every one of its methods is. */
@@ -357,8 +367,6 @@ export function isStore(value: unknown): value is Store {
 export interface SharedRequest extends Omit<AcquireRequest, 'minFence'> {
   /** Holders admitted at once: a semaphore's permits (≥ 1), or 0 for a read-write lock's shared holds (no bound). */
   readonly limit: number;
-  /** How a free lock whose first live waiter is exclusive is handed to that waiter, as a release hands it on. */
-  readonly handOn: HandOn;
 }
 
 /**
@@ -416,9 +424,9 @@ export interface SharedStore {
    * is left, or free permits to the shared waiters at the head. Idempotent per owner until the
    * next acquisition of the name.
    */
-  releaseShared(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply>;
+  releaseShared(name: string, owner: string): Promise<ReleaseReply>;
   /** A shared waiter gives up: leave the queue, passing on a place a hand-off reserved for it. */
-  leaveShared(name: string, owner: string, handOn: HandOn): Promise<void>;
+  leaveShared(name: string, owner: string): Promise<void>;
   /** The lock's shared holds and reservations (operator tooling, tests). */
   inspectShared(name: string): Promise<SharedState>;
 }

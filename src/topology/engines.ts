@@ -9,6 +9,7 @@ import { semaphore, sharedMode } from '../primitives/shared.js';
 import { EvictionCheck } from '../store/eviction-check.js';
 import { type HandOn, type JobStore, portsOf, type Store } from '../store/port.js';
 import { type Backend, resolveStore } from '../store/registry.js';
+import { SINGLE_STORE_HAND_ON } from '../store/settings.js';
 import { Quorum } from './quorum.js';
 import { type Replication, Single } from './single.js';
 
@@ -54,21 +55,28 @@ export class Engines {
 
   constructor(backend: Backend | readonly Backend[], settings: EngineSettings, hooks: EngineHooks) {
     this.#replication = settings.replication;
-    const backendOptions = { prefix: settings.prefix, onError: (e: unknown) => hooks.onBackendError(e, 'wait') };
+    // Each store is built with the instance's settings, and with how its topology hands a lock on.
+    const backendOptions = (handOn: HandOn) => ({
+      prefix: settings.prefix,
+      instance: settings.instance,
+      fenceRetention: settings.fenceRetention,
+      waiterLease: DEFAULTS.waiterLease,
+      handOn,
+      onError: (e: unknown) => hooks.onBackendError(e, 'wait'),
+    });
     const onEvictionCheckError = (e: unknown) => hooks.onBackendError(e, 'check-eviction-policy');
     const common = {
       commandTimeout: settings.commandTimeout,
       driftFactor: settings.driftFactor,
       driftConstant: DEFAULTS.driftConstant,
-      instance: settings.instance,
-      fenceRetention: settings.fenceRetention,
-      waiterLease: DEFAULTS.waiterLease,
     };
     if (Array.isArray(backend)) {
       if (backend.length === 0) throw validate.invalidBackends();
       if (settings.replication) throw replicasOnRedlock();
       validate.distinctBackends(backend);
-      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions));
+      // A node's release announces the hand-off to every waiter: Redlock's waiters do not queue.
+      const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: true });
+      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions(handOn)));
       const eviction = new EvictionCheck(
         stores.map((n) => n.store),
         settings.unsafeConfig,
@@ -76,7 +84,6 @@ export class Engines {
       );
       this.mutex = new Quorum(mutex, stores, {
         ...common,
-        reservation: DEFAULTS.reservation,
         quorum: validate.quorum(settings.quorum, stores.length),
         nodeTimeout: settings.nodeTimeout,
         onBackendError: (error: unknown, action: string) =>
@@ -90,18 +97,17 @@ export class Engines {
       };
       return;
     }
-    const { store, owned } = resolveStore(backend, backendOptions);
-    const eviction = new EvictionCheck([store], settings.unsafeConfig, onEvictionCheckError);
     // Every waiter of one store is queued there and named by the hand-off; a release grants the
     // lock outright to a waiter of this same instance (see HandOn.direct).
-    const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false, direct: true });
+    const { store, owned } = resolveStore(backend, backendOptions(SINGLE_STORE_HAND_ON));
+    const eviction = new EvictionCheck([store], settings.unsafeConfig, onEvictionCheckError);
     const noReplicas = () => invalidArgument(`\`replicas\`: the ${store.kind} store has no replicas to wait for`);
     if (settings.replication && portsOf(store).replication === undefined) throw noReplicas();
-    const single = { ...common, handOn, eviction, replication: settings.replication };
+    const single = { ...common, eviction, replication: settings.replication };
     this.mutex = new Single(mutex, store, owned, single);
     this.#variant = (kind, replication) => {
       if (replication && portsOf(store).replication === undefined) throw noReplicas();
-      const primitive = primitiveFor(kind, handOn);
+      const primitive = primitiveFor(kind);
       if (!primitive.supports(store)) {
         throw invalidArgument(
           `this ${store.kind} store cannot run a ${primitive.kind}: it has no shared holds ` +
@@ -112,7 +118,7 @@ export class Engines {
     };
     const runsJobs = portsOf(store).jobs !== undefined;
     this.jobs = runsJobs
-      ? new JobLock(store as Store & JobStore, { ...common, handOn, gate: () => eviction.gate() })
+      ? new JobLock(store as Store & JobStore, { ...common, gate: () => eviction.gate() })
       : undefined;
     this.noJobs = `this ${store.kind} store cannot run scheduled jobs (it has no claimTick/finishTick/readJob)`;
   }
@@ -141,9 +147,9 @@ export class Engines {
 }
 
 /** The primitive of a kind of lock on one store. */
-function primitiveFor(kind: LockKind, handOn: HandOn): Primitive {
-  if (kind.shared) return sharedMode(handOn);
-  return kind.limit === undefined ? mutex : semaphore(kind.limit, handOn);
+function primitiveFor(kind: LockKind): Primitive {
+  if (kind.shared) return sharedMode();
+  return kind.limit === undefined ? mutex : semaphore(kind.limit);
 }
 
 /** A setting that asks for no replicas is none. */

@@ -13,7 +13,7 @@ import { withTimeout } from '../core/timeout.js';
 import type { Primitive } from '../primitives/primitive.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
 import type { AcquireReply, ExtendReply, ReleaseReply } from '../store/port.js';
-import { type FenceStore, type HandOn, type LeaseStore, portsOf, type Store } from '../store/port.js';
+import { type FenceStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
 import { type Outcome, Round, type Test } from './round.js';
 
 export interface QuorumOptions {
@@ -31,14 +31,6 @@ export interface QuorumOptions {
   /** Node failures that no thrown QuorumError carries (late answers, a minority down) are reported here. */
   /** A node's failure, with the action it failed in: a round's ('acquire', 'raise-fence', 'extend', 'release'), 'subscribe' or 'close'. */
   readonly onBackendError?: ((error: unknown, action: string) => void) | undefined;
-  /** Recorded next to each lease this instance takes. */
-  readonly instance: string;
-  /** ms each node keeps its fencing counter after a lock's last grant. */
-  readonly fenceRetention: number;
-  /** ms a queued waiter stays queued without trying again. */
-  readonly waiterLease: number;
-  /** ms a release reserves the lock for the waiter it woke. */
-  readonly reservation: number;
   /** The eviction-policy check made before the first acquisition, over every node. */
   readonly eviction?: EvictionCheck | undefined;
 }
@@ -93,12 +85,9 @@ export class Quorum implements LockEngine {
   readonly #onError: (error: unknown, action: string) => void;
   /** The highest token seen per lock name: passed as minFence so nodes that fell behind catch up. */
   readonly #fences = new Map<string, number>();
-  /** Redlock's waiters do not queue on the nodes (their queues could disagree): releases announce. */
-  readonly #handOn: HandOn;
 
   constructor(primitive: Primitive, stores: readonly { store: Store; owned: boolean }[], options: QuorumOptions) {
     this.#primitive = primitive;
-    this.#handOn = Object.freeze({ reservation: options.reservation, announce: true });
     this.#nodes = stores;
     this.#stores = stores.map(({ store }, i) => {
       const fence = portsOf(store).fence;
@@ -144,7 +133,6 @@ export class Quorum implements LockEngine {
     const owner = tries === 0 ? acquisition : `${acquisition}.${tries}`;
     const gate = this.#options.eviction?.gate();
     if (gate) await gate;
-    const { instance, fenceRetention, waiterLease } = this.#options;
     const timeout = this.nodeTimeout(ttl);
     const minFence = this.#proposal(name);
     const sentAt = now();
@@ -152,7 +140,7 @@ export class Quorum implements LockEngine {
       this.#all,
       'acquire',
       timeout,
-      (store) => this.#primitive.acquire(store, name, { owner, ttl, minFence, instance, fenceRetention, waiterLease }),
+      (store) => this.#primitive.acquire(store, name, { owner, ttl, minFence }),
       acquireVote,
     );
     await acquire.until(decided);
@@ -223,7 +211,7 @@ export class Quorum implements LockEngine {
       writeTo,
       'raise-fence',
       timeout,
-      (store) => store.raiseFence(name, fence, this.#options.fenceRetention),
+      (store) => store.raiseFence(name, fence),
       (after) => (after >= fence ? 'yes' : 'no'),
     );
     await writeBack.until(decided);
@@ -306,7 +294,7 @@ export class Quorum implements LockEngine {
       [node],
       'release',
       this.nodeTimeout(),
-      (store) => this.#primitive.release(store, name, owner, this.#handOn),
+      (store) => this.#primitive.release(store, name, owner),
       anyAnswer,
     );
     round.reportFailures(this.#onError, true);
@@ -378,7 +366,7 @@ export class Quorum implements LockEngine {
       this.#all,
       'release',
       this.nodeTimeout(),
-      (store) => this.#primitive.release(store, name, owner, this.#handOn),
+      (store) => this.#primitive.release(store, name, owner),
       releaseVote,
     );
     await round.until(everyNode);

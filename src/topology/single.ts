@@ -4,7 +4,7 @@ import { type CurrentHolder, NotReplicatedError } from '../core/errors.js';
 import type { Primitive } from '../primitives/primitive.js';
 import { bounded } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
-import type { HandOn, ReplicationRequest, ReplicationStore, Store } from '../store/port.js';
+import type { ReplicationRequest, ReplicationStore, Store } from '../store/port.js';
 
 /** Replica acknowledgement after each grant and extension, and what a short one does. */
 export interface Replication extends ReplicationRequest {
@@ -16,14 +16,6 @@ export interface SingleOptions {
   readonly commandTimeout: number;
   readonly driftFactor: number;
   readonly driftConstant: number;
-  /** Recorded next to each lease this instance takes. */
-  readonly instance: string;
-  /** ms the fencing counter is kept after a lock's last grant. */
-  readonly fenceRetention: number;
-  /** ms a queued waiter stays queued without trying again. */
-  readonly waiterLease: number;
-  /** How a freed lock is handed on. */
-  readonly handOn: HandOn;
   /** The eviction-policy check made before the first acquisition. */
   readonly eviction: EvictionCheck;
   /** Wait for replicas after each grant and extension (the store must offer ReplicationStore). */
@@ -48,14 +40,12 @@ export class Single implements LockEngine {
   readonly #primitive: Primitive;
   readonly #owned: boolean;
   readonly #options: SingleOptions;
-  readonly handOn: HandOn;
 
   constructor(primitive: Primitive, store: Store, owned: boolean, options: SingleOptions) {
     this.#primitive = primitive;
     this.store = store;
     this.#owned = owned;
     this.#options = options;
-    this.handOn = options.handOn;
   }
 
   #bounded<T>(promise: Promise<T>, action: string): Promise<T> {
@@ -77,9 +67,6 @@ export class Single implements LockEngine {
       owner,
       ttl,
       queue: queue ? (tries === 0 ? 'join' : 'member') : undefined,
-      instance: o.instance,
-      fenceRetention: o.fenceRetention,
-      waiterLease: o.waiterLease,
     });
     let reply: Awaited<typeof pending>;
     try {
@@ -88,7 +75,7 @@ export class Single implements LockEngine {
       // If the answer comes after we gave up, the lock is ours but nobody holds the handle: free it.
       pending
         .then(
-          (late) => (late.acquired ? this.#primitive.release(this.store, name, owner, this.handOn) : undefined),
+          (late) => (late.acquired ? this.#primitive.release(this.store, name, owner) : undefined),
           () => undefined,
         )
         .catch(() => undefined);
@@ -170,12 +157,12 @@ export class Single implements LockEngine {
   }
 
   async release(name: string, owner: string): Promise<boolean> {
-    const reply = await this.#bounded(this.#primitive.release(this.store, name, owner, this.handOn), 'release');
+    const reply = await this.#bounded(this.#primitive.release(this.store, name, owner), 'release');
     return reply === 'released';
   }
 
   async leave(name: string, owner: string): Promise<void> {
-    await this.#bounded(this.#primitive.leave(this.store, name, owner, this.handOn), 'leave');
+    await this.#bounded(this.#primitive.leave(this.store, name, owner), 'leave');
   }
 
   async watch(name: string, onHandOff: HandOffListener): Promise<() => void> {

@@ -17,6 +17,7 @@ import { colourWanted } from '../../src/cli/style.js';
 import { DEFAULTS, Leasehold, LockLostError, MemoryStore } from '../../src/index.js';
 import { jobKeys, lockKeys } from '../../src/store/index.js';
 import type { HandOff } from '../../src/store/port.js';
+import { storeSettings } from '../../src/store/settings.js';
 import {
   counterToken,
   freePort,
@@ -571,29 +572,26 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
 });
 
 describe('operator methods on the MemoryStore', () => {
-  const handOn = { reservation: DEFAULTS.reservation, announce: false };
-  const take = (owner: string, queue?: 'join' | 'member', ttl = 30_000) => ({
-    owner,
-    ttl,
-    minFence: 0,
-    queue,
-    instance: 'test',
-    fenceRetention: 60_000,
-    waiterLease: DEFAULTS.waiterLease,
-  });
+  const settings = (prefix: string) =>
+    storeSettings({
+      prefix,
+      instance: 'test',
+      fenceRetention: 60_000,
+      handOn: { reservation: DEFAULTS.reservation, announce: false },
+    });
+  const take = (owner: string, queue?: 'join' | 'member', ttl = 30_000) => ({ owner, ttl, minFence: 0, queue });
   const claimOf = (tick: number) => ({
     owner: 'o',
     ttl: 30_000,
     tick,
     instance: 'i',
     historyLimit: 5,
-    fenceRetention: 60_000,
     clockTolerance: DEFAULTS.clockTolerance,
   });
 
   it('forceRelease deletes whoever holds it, hands it to the first waiter, and keeps the fence', async () => {
-    const store = new MemoryStore().scope('p');
-    expect(await store.forceRelease('job', handOn)).toEqual({ result: 'not-held' });
+    const store = new MemoryStore().bind(settings('p'));
+    expect(await store.forceRelease('job')).toEqual({ result: 'not-held' });
     const first = await store.acquire('job', take('holder'));
     if (!first.acquired) throw new Error('not acquired');
     expect(await store.acquire('job', take('waiter-1', 'join'))).toMatchObject({ acquired: false });
@@ -602,7 +600,7 @@ describe('operator methods on the MemoryStore', () => {
 
     const handOffs: HandOff[] = [];
     const unwatch = await store.watch('job', (h) => handOffs.push(h));
-    expect(await store.forceRelease('job', handOn)).toMatchObject({
+    expect(await store.forceRelease('job')).toMatchObject({
       result: 'released',
       owner: 'holder',
       holder: { token: first.fence, instance: 'test' },
@@ -627,11 +625,11 @@ describe('operator methods on the MemoryStore', () => {
     const second = await store.acquire('job', take('waiter-1', 'join'));
     if (!second.acquired) throw new Error('not acquired');
     expect(second.fence).toBeGreaterThan(first.fence);
-    expect(await store.forceRelease('job', handOn)).toMatchObject({ owner: 'waiter-1', woken: 'waiter-2' });
+    expect(await store.forceRelease('job')).toMatchObject({ owner: 'waiter-1', woken: 'waiter-2' });
     const third = await store.acquire('job', take('waiter-2', 'join'));
     if (!third.acquired) throw new Error('not acquired');
     expect(third.fence).toBeGreaterThan(second.fence);
-    expect(await store.forceRelease('job', handOn)).toMatchObject({ owner: 'waiter-2', woken: null });
+    expect(await store.forceRelease('job')).toMatchObject({ owner: 'waiter-2', woken: null });
     expect(await store.queued('job', 5)).toEqual({ count: 0, first: [], reserved: null });
     unwatch();
     await store.close();
@@ -639,15 +637,15 @@ describe('operator methods on the MemoryStore', () => {
 
   it('scanLocks lists held locks of one prefix matching a glob, and nothing else', async () => {
     const shared = new MemoryStore();
-    const store = shared.scope('p');
-    const other = shared.scope('q');
+    const store = shared.bind(settings('p'));
+    const other = shared.bind(settings('q'));
     for (const name of ['a:1', 'a:2', 'ab', 'b:1', 'x*y', '[lit]']) {
       await store.acquire(name, take('o'));
     }
     await other.acquire('a:9', take('o'));
     await store.acquire('a:short', take('o', undefined, 1));
     await store.acquire('a:gone', take('o'));
-    await store.release('a:gone', 'o', handOn);
+    await store.release('a:gone', 'o');
     const claim = await store.claimTick('a:job', claimOf(1));
     expect(claim.claimed).toBe(true);
     await new Promise((resolve) => setTimeout(resolve, 5));

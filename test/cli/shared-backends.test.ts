@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Leasehold, type Lock } from '../../src/index.js';
 import { type AdminStore, portsOf } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
+import { storeSettings } from '../../src/store/settings.js';
 import { randomPrefix, startEtcd, startPostgres, waitFor } from '../harness/index.js';
 
 /**
@@ -110,7 +111,7 @@ describe.each(Object.keys(SERVERS))('inspect and list on shared holds, %s', (kin
       closing.push(() => locks.close());
       return locks;
     }) as [Leasehold, Leasehold, Leasehold];
-    const { store } = resolveStore(backend.connect(), { prefix, onError: () => {} });
+    const { store } = resolveStore(backend.connect(), { ...storeSettings({ prefix }), onError: () => {} });
     closing.push(() => store.close());
     const admin = portsOf(store).admin as AdminStore;
 

@@ -1,7 +1,8 @@
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { type Backend, DEFAULTS, MemoryStore } from '../../src/index.js';
+import { type Backend, MemoryStore } from '../../src/index.js';
 import { lockKeys } from '../../src/store/redis/keys.js';
+import { storeSettings } from '../../src/store/settings.js';
 import { type RedisCluster, type RedisServer, startCluster, startRedis } from '../harness/index.js';
 
 /**
@@ -34,10 +35,10 @@ export function memoryBackend(): ContractBackend {
     client: async () => store,
     expire: async (prefix, name) => {
       // Memory has no raw access to a lease: deleting it at once is the same fault.
-      await store.scope(prefix).forceRelease(name, { reservation: DEFAULTS.reservation, announce: false });
+      await store.bind(storeSettings({ prefix })).forceRelease(name);
     },
-    subscriptions: async (prefix, name) => store.scope(prefix).watching(name),
-    queued: async (prefix, name) => (await store.scope(prefix).queued(name, 0)).count,
+    subscriptions: async (prefix, name) => store.bind(storeSettings({ prefix })).watching(name),
+    queued: async (prefix, name) => (await store.bind(storeSettings({ prefix })).queued(name, 0)).count,
     close: async () => {},
   };
 }

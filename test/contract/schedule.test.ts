@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Backend, Leasehold, MemoryStore } from '../../src/index.js';
 import { jobKeys } from '../../src/store/index.js';
+import { storeSettings } from '../../src/store/settings.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
 import {
   type ContractBackend,
@@ -20,7 +21,7 @@ import {
 
 /** ms left on a job's lease, read behind the scheduler's back; -2 when free. */
 async function pttl(client: Backend, prefix: string, name: string): Promise<number> {
-  if (client instanceof MemoryStore) return (await client.scope(prefix).inspect(name)).pttl;
+  if (client instanceof MemoryStore) return (await client.bind(storeSettings({ prefix })).inspect(name)).pttl;
   const keys = jobKeys(prefix, name);
   const c = client as { pttl?: (key: string) => Promise<number>; pTTL?: (key: string) => Promise<number> };
   if (c.pTTL) return Number(await c.pTTL(keys.lock));

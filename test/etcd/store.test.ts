@@ -11,7 +11,7 @@ describe('etcd store', () => {
   const handOn = { reservation: DEFAULTS.reservation, announce: false };
 
   function store(prefix: string, client = new Etcd3({ hosts: [...etcd.server().endpoints] })): EtcdStore {
-    const s = new EtcdStore(client, { prefix });
+    const s = new EtcdStore(client, { prefix, handOn });
     etcd.cleanup(
       () => client.close(),
       () => s.close(),
@@ -56,7 +56,7 @@ describe('etcd store', () => {
     expect(queue.reserved).toBeNull();
     expect((await admin.queued('job', 1)).first).toHaveLength(1);
 
-    const forced = await admin.forceRelease('job', handOn);
+    const forced = await admin.forceRelease('job');
     expect(forced).toMatchObject({ result: 'released', owner: held.owner, woken: queue.first[0] });
     const first = await waiting[0];
     expect(first?.owner).toBe(queue.first[0]);
@@ -67,7 +67,7 @@ describe('etcd store', () => {
     const second = await waiting[1];
     expect(second?.owner).toBe(queue.first[1]);
     await second?.release();
-    expect(await admin.forceRelease('job', handOn)).toEqual({ result: 'not-held' });
+    expect(await admin.forceRelease('job')).toEqual({ result: 'not-held' });
   });
 
   it('scanLocks lists held locks whose name matches a Redis glob, each once; names may hold / and %', async () => {

@@ -16,9 +16,11 @@ import {
   StoreUnavailableError,
 } from '../../src/index.js';
 import { mutex } from '../../src/primitives/mutex.js';
+import type { BackendOptions } from '../../src/store/backend.js';
 import { lockKeys } from '../../src/store/index.js';
-import type { Store } from '../../src/store/port.js';
+import type { HandOn, Store, StoreSettings } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
+import { storeSettings } from '../../src/store/settings.js';
 import { Quorum, type QuorumOptions } from '../../src/topology/quorum.js';
 import {
   counterToken,
@@ -79,12 +81,25 @@ function redlock(
   return locks;
 }
 
+/** How a Redlock node hands a freed lock on (src/topology/engines.ts): announced, for waiters that do not queue. */
+const REDLOCK_HAND_ON: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: true });
+
+/** The settings a Redlock Leasehold of `prefix` builds each node's store with, over `given`. */
+function nodeSettings(prefix: string, given: Partial<StoreSettings> = {}): StoreSettings {
+  return storeSettings({ prefix, handOn: REDLOCK_HAND_ON, ...given });
+}
+
+/** What resolveStore builds a node's store with, as a Redlock Leasehold of `prefix` does (background failures dropped). */
+function nodeOptions(prefix: string, given: Partial<StoreSettings> = {}): BackendOptions {
+  return { ...nodeSettings(prefix, given), onError: () => {} };
+}
+
 /** A store whose calls go to `store`, except the ones `overrides` replaces (a test's broken variant or a probe). */
-/** `store` with some methods replaced; used as it is (never re-scoped), so give it the store of the right prefix. */
+/** `store` with some methods replaced; used as it is (never re-bound), so give it the store of the right settings. */
 function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'raiseFence'>>): Store {
   return new Proxy(store, {
     get(target, prop) {
-      if (prop === 'scope') return undefined;
+      if (prop === 'bind') return undefined;
       const override = (overrides as Record<PropertyKey, unknown>)[prop];
       if (override !== undefined) return override;
       const value: unknown = Reflect.get(target, prop, target);
@@ -96,9 +111,9 @@ function intercept(store: Store, overrides: Partial<Pick<Store, 'acquire' | 'rai
 /** A store that counts its raiseFence calls in `counter`: which acquisitions wrote their token back. */
 function counted(store: Store, counter: { raiseFence: number }): Store {
   return intercept(store, {
-    raiseFence: (name, fence, retention) => {
+    raiseFence: (name, fence) => {
       counter.raiseFence += 1;
-      return store.raiseFence?.(name, fence, retention) ?? Promise.reject(new Error('no raiseFence'));
+      return store.raiseFence?.(name, fence) ?? Promise.reject(new Error('no raiseFence'));
     },
   });
 }
@@ -358,7 +373,7 @@ describe('Redlock: latency', () => {
 describe('Redlock: backendError names the operation', () => {
   it('a node whose acquire fails is reported with operation acquire while the quorum still wins', async () => {
     const prefix = randomPrefix();
-    const stores = NODES.map(() => new MemoryStore().scope(prefix));
+    const stores = NODES.map(() => new MemoryStore().bind(nodeSettings(prefix)));
     const failing = intercept(stores[0] as Store, {
       acquire: () => Promise.reject(new Error('node 0 is broken')),
     });
@@ -374,7 +389,7 @@ describe('Redlock: backendError names the operation', () => {
 describe('Redlock: a late grant of an earlier attempt', () => {
   it('is never counted for a later attempt: the lock stays on a quorum after that grant is given back', async () => {
     const prefix = randomPrefix();
-    const stores = NODES.map(() => new MemoryStore().scope(prefix));
+    const stores = NODES.map(() => new MemoryStore().bind(nodeSettings(prefix)));
     // Node 4 takes the first acquire at once but answers it only after 300 ms, far past nodeTimeout.
     let first = true;
     const nodes = stores.map((store, i) =>
@@ -486,10 +501,9 @@ describe('Redlock: contention', () => {
     const firstReplies = near.map(() => new Map<number, boolean>());
     const contenders = near.map((mine, c) => {
       const ports = NODES.map((n) => (mine.includes(n) ? servers[n]?.port : far[n]?.port) ?? 0);
-      const noop = () => {};
       const connections = clientsFor(ports);
       const stores = connections.map((client, n) => {
-        const store = resolveStore(client, { prefix, onError: noop }).store;
+        const store = resolveStore(client, nodeOptions(prefix)).store;
         return intercept(store, {
           acquire: async (name, request) => {
             const reply = await store.acquire(name, request);
@@ -556,7 +570,7 @@ describe('Redlock: fencing across changing quorums', () => {
       );
       const counter = { raiseFence: 0 };
       const locks = new Leasehold(
-        nodes.map((c) => counted(variant(resolveStore(c, { prefix, onError: noop }).store), counter)),
+        nodes.map((c) => counted(variant(resolveStore(c, nodeOptions(prefix)).store), counter)),
         { prefix },
       );
       const lock = await locks.acquire('fenced', { ttl: 2_000, autoExtend: false });
@@ -589,8 +603,7 @@ describe('Redlock: fencing across changing quorums', () => {
   it('writes the maximum back only when fewer than a quorum of the granting nodes issued it', async () => {
     const prefix = randomPrefix();
     const counter = { raiseFence: 0 };
-    const noop = () => {};
-    const stores = clients.map((c) => counted(resolveStore(c, { prefix, onError: noop }).store, counter));
+    const stores = clients.map((c) => counted(resolveStore(c, nodeOptions(prefix)).store, counter));
     const locks = redlock(prefix, { ttl: 2_000, autoExtend: false }, stores);
     const fence = lockKeys(prefix, 'paths').fence;
 
@@ -684,13 +697,11 @@ describe('Redlock: negative control', () => {
     commandTimeout: DEFAULTS.commandTimeout,
     driftFactor: DEFAULTS.driftFactor,
     driftConstant: DEFAULTS.driftConstant,
-    instance: 'test',
-    fenceRetention: DEFAULTS.fenceRetention,
     quorum: 3,
     nodeTimeout: 2_000,
-    waiterLease: DEFAULTS.waiterLease,
-    reservation: DEFAULTS.reservation,
   };
+  /** Each node's store: this engine's instance label, and Redlock's hand-on. */
+  const nodeOf = (prefix: string) => (c: Redis) => resolveStore(c, nodeOptions(prefix, { instance: 'test' }));
 
   async function exclusion(
     variant: (engine: Quorum) => LockEngine,
@@ -698,19 +709,10 @@ describe('Redlock: negative control', () => {
     const prefix = randomPrefix();
     const slowProxies = await proxied();
     for (const p of slowProxies) p.setLatency(60);
-    const noop = () => {};
     const slow = variant(
-      new Quorum(
-        mutex,
-        clientsFor(slowProxies.map((p) => p.port)).map((c) => resolveStore(c, { prefix, onError: noop })),
-        engineOptions,
-      ),
+      new Quorum(mutex, clientsFor(slowProxies.map((p) => p.port)).map(nodeOf(prefix)), engineOptions),
     );
-    const fast = new Quorum(
-      mutex,
-      clients.map((c) => resolveStore(c, { prefix, onError: noop })),
-      engineOptions,
-    );
+    const fast = new Quorum(mutex, clients.map(nodeOf(prefix)), engineOptions);
     const ttl = 600;
     let granted = 0;
     let doubleGrants = 0;

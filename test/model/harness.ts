@@ -11,6 +11,7 @@ import {
 } from '../../src/index.js';
 import type { HandOff, Store } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
+import { storeSettings } from '../../src/store/settings.js';
 import { randomPrefix } from '../harness/index.js';
 import { leftBehind, TimerWatch } from '../harness/leaks.js';
 import { Actor, type Clock, currentActor, RealClock, VirtualClock } from './clock.js';
@@ -204,7 +205,7 @@ export interface Opened {
 export const memory: Backend = {
   clock: () => new VirtualClock(),
   open: async () => {
-    const store = new MemoryStore().scope('model');
+    const store = new MemoryStore().bind(storeSettings({ prefix: 'model' }));
     return { inner: () => store, inspect: store, exactLog: true, close: async () => {} };
   },
 };
@@ -221,7 +222,7 @@ export function redis(server: () => { host: string; port: number }): Backend {
         const { host, port } = server();
         const client = new Redis(port, host);
         clients.push(client);
-        const { store } = resolveStore(client, { prefix, onError: () => {} });
+        const { store } = resolveStore(client, { ...storeSettings({ prefix }), onError: () => {} });
         stores.push(store);
         return store;
       };

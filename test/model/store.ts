@@ -177,22 +177,22 @@ export class FaultyStore implements Store {
     return this.#call('acquire', name, detail, () => this.#inner.acquire(name, request));
   }
 
-  release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+  release(name: string, owner: string): Promise<ReleaseReply> {
     if (this.#broken.plainDel) {
       return this.#call('release', name, { owner }, async () => {
-        const r = await (this.#inner.forceRelease as NonNullable<Store['forceRelease']>)(name, handOn);
+        const r = await (this.#inner.forceRelease as NonNullable<Store['forceRelease']>)(name);
         return r.result === 'released' ? 'released' : 'expired';
       });
     }
-    return this.#call('release', name, { owner }, () => this.#inner.release(name, owner, handOn));
+    return this.#call('release', name, { owner }, () => this.#inner.release(name, owner));
   }
 
   extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
     return this.#call('extend', name, { owner, ttl }, () => this.#inner.extend(name, owner, ttl));
   }
 
-  leave(name: string, owner: string, handOn: HandOn): Promise<void> {
-    return this.#call('leave', name, { owner }, () => this.#inner.leave(name, owner, handOn));
+  leave(name: string, owner: string): Promise<void> {
+    return this.#call('leave', name, { owner }, () => this.#inner.leave(name, owner));
   }
 
   inspect(name: string): Promise<LockState> {
@@ -229,21 +229,21 @@ export class FaultyStore implements Store {
     return this.#call('extendShared', name, { owner, ttl }, () => this.#shared().extendShared(name, owner, ttl));
   }
 
-  releaseShared(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
+  releaseShared(name: string, owner: string): Promise<ReleaseReply> {
     const inner = this.#shared();
     return this.#call('releaseShared', name, { owner }, async () => {
-      const reply = await inner.releaseShared(name, owner, handOn);
+      const reply = await inner.releaseShared(name, owner);
       if (!this.#broken.plainDel || reply === 'released') return reply;
       // A counter decremented whoever's permit it was: someone else's hold goes.
       const other = (await inner.inspectShared(name)).holds.find((h) => h.owner !== owner);
       if (!other) return reply;
-      await inner.releaseShared(name, other.owner, handOn);
+      await inner.releaseShared(name, other.owner);
       return 'released';
     });
   }
 
-  leaveShared(name: string, owner: string, handOn: HandOn): Promise<void> {
-    return this.#call('leaveShared', name, { owner }, () => this.#shared().leaveShared(name, owner, handOn));
+  leaveShared(name: string, owner: string): Promise<void> {
+    return this.#call('leaveShared', name, { owner }, () => this.#shared().leaveShared(name, owner));
   }
 
   inspectShared(name: string): Promise<SharedState> {
@@ -262,7 +262,7 @@ export class FaultyStore implements Store {
       const reply = await jobs.finishTick(name, request);
       if (!this.#broken.plainDel || reply.lease !== 'not-owner') return reply;
       // DEL whoever holds it.
-      await (this.#inner.forceRelease as NonNullable<Store['forceRelease']>)(name, request.handOn);
+      await (this.#inner.forceRelease as NonNullable<Store['forceRelease']>)(name);
       return { lease: 'released' };
     });
   }

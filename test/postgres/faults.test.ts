@@ -21,8 +21,9 @@ import { postgresFixture } from './fixture.js';
 
 const HOLDER = fileURLToPath(new URL('./holder.mjs', import.meta.url));
 
-/** A waiter's attempt as the acquire loop makes it, for the tests that call the store itself. */
-const WAITER = { ttl: 5_000, instance: 'test', fenceRetention: 60_000, waiterLease: 30_000 } as const;
+/** A waiter's store settings and attempt as the acquire loop makes them, for the tests that call the store itself. */
+const WAITER_SETTINGS = { instance: 'test', fenceRetention: 60_000, waiterLease: 30_000 } as const;
+const WAITER = { ttl: 5_000 } as const;
 
 /** A holder process (holder.mjs) driven over IPC; its messages are read in order. */
 interface HolderProcess {
@@ -187,7 +188,7 @@ describe('PostgreSQL faults', () => {
       tokens.push(lock.fencingToken);
       return lock;
     };
-    const store = new PostgresStore(db.ownPool(), { prefix });
+    const store = new PostgresStore(db.ownPool(), { prefix, ...WAITER_SETTINGS });
     later(() => store.close());
     const handOffs: HandOff[] = [];
     await store.watch('held', (h) => handOffs.push(h));
@@ -221,7 +222,7 @@ describe('PostgreSQL faults', () => {
       const reserved = await store.acquire('held', { ...WAITER, owner: waiter, queue: 'member' });
       expect(reserved.acquired).toBe(true);
       if (reserved.acquired) tokens.push(reserved.fence);
-      expect(await store.release('held', waiter, { reservation: 250, announce: false })).toBe('released');
+      expect(await store.release('held', waiter)).toBe('released');
     }
     for (let i = 1; i < tokens.length; i++) expect(tokens[i]).toBeGreaterThan(tokens[i - 1] as number);
   }, 60_000);

@@ -21,8 +21,9 @@ import { postgresFixture } from './fixture.js';
  */
 
 const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((path) => existsSync(path));
-const HAND_ON = { reservation: 250, announce: false } as const;
-const REQUEST = { ttl: 5_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 } as const;
+/** The settings the tests' stores are made with (the rest, waiter lease and hand-on, are the defaults). */
+const SETTINGS = { instance: 'test', fenceRetention: 60_000 } as const;
+const REQUEST = { ttl: 5_000 } as const;
 
 /** PgBouncer refuses to run as root: as root it runs as the user the PostgreSQL servers run as. */
 function identity(): { uid: number; gid: number } | undefined {
@@ -168,7 +169,7 @@ describe.skipIf(PGBOUNCER === undefined)('PostgreSQL through PgBouncer in transa
     };
     const [ca, cb, other] = [await through(), await through(), await through()];
     const [a, w] = [ca, cb].map((c) => {
-      const s = new PostgresStore(c, { prefix });
+      const s = new PostgresStore(c, { prefix, ...SETTINGS });
       db.later(() => s.close());
       return s;
     }) as [PostgresStore, PostgresStore];
@@ -176,15 +177,15 @@ describe.skipIf(PGBOUNCER === undefined)('PostgreSQL through PgBouncer in transa
     expect(await a.acquire('x', { ...REQUEST, owner: 'a' })).toMatchObject({ acquired: true });
     // w's Parse of a name the server connection has already: refused (42P05), sent again unnamed.
     expect(await w.acquire('x', { ...REQUEST, owner: 'w' })).toMatchObject({ acquired: false });
-    expect(await w.release('x', 'w', HAND_ON)).toBe('not-owner');
+    expect(await w.release('x', 'w')).toBe('not-owner');
     expect(sent.get(cb)?.filter((name) => name !== undefined)).toEqual([acquireName]);
     // The server connection forgets a's statement: a's next Bind names one that is missing (26000).
     await other.query({ text: 'DEALLOCATE ALL' });
     expect(await a.acquire('x', { ...REQUEST, owner: 'a' })).toMatchObject({ acquired: true });
     expect(await a.extend('x', 'a', 5_000)).toBe('extended');
-    expect(await a.release('x', 'a', HAND_ON)).toBe('released');
+    expect(await a.release('x', 'a')).toBe('released');
     expect(await w.acquire('x', { ...REQUEST, owner: 'w' })).toMatchObject({ acquired: true });
-    expect(await w.release('x', 'w', HAND_ON)).toBe('released');
+    expect(await w.release('x', 'w')).toBe('released');
     expect(sent.get(ca)?.filter((name) => name !== undefined)).toEqual([acquireName, acquireName]);
   });
 

@@ -14,8 +14,9 @@ import { postgresFixture } from './fixture.js';
  * that refuses them, see pgbouncer.test.ts.)
  */
 
-const HAND_ON = { reservation: 250, announce: false } as const;
-const REQUEST = { ttl: 5_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 } as const;
+/** The settings the tests' stores are made with (the rest, waiter lease and hand-on, are the defaults). */
+const SETTINGS = { instance: 'test', fenceRetention: 60_000 } as const;
+const REQUEST = { ttl: 5_000 } as const;
 
 interface Prepared {
   name: string;
@@ -40,7 +41,7 @@ describe('PostgreSQL prepared statements', () => {
   }
 
   function store(on: pg.Client, options: { prefix?: string; preparedStatements?: boolean } = {}): PostgresStore {
-    const s = new PostgresStore(on, { prefix: randomPrefix(), ...options });
+    const s = new PostgresStore(on, { prefix: randomPrefix(), ...SETTINGS, ...options });
     db.later(() => s.close());
     return s;
   }
@@ -51,7 +52,7 @@ describe('PostgreSQL prepared statements', () => {
     for (let i = 0; i < 5; i++) {
       expect(await s.acquire('p', { ...REQUEST, owner: `o${i}` })).toMatchObject({ acquired: true });
       expect(await s.extend('p', `o${i}`, 5_000)).toBe('extended');
-      expect(await s.release('p', `o${i}`, HAND_ON)).toBe('released');
+      expect(await s.release('p', `o${i}`)).toBe('released');
     }
     const prepared = await preparedOn(c);
     expect(prepared.map((p) => p.name.replace(/_[0-9a-f]{20}$/, ''))).toEqual([
@@ -67,7 +68,7 @@ describe('PostgreSQL prepared statements', () => {
     const [a, b] = [store(c), store(c)];
     for (const s of [a, b]) {
       expect(await s.acquire('p', { ...REQUEST, owner: 'o' })).toMatchObject({ acquired: true });
-      expect(await s.release('p', 'o', HAND_ON)).toBe('released');
+      expect(await s.release('p', 'o')).toBe('released');
     }
     expect((await preparedOn(c)).map((p) => p.runs)).toEqual([1, 1, 1, 1]);
     const [x, y] = [statements(schemaNames('x')), statements(schemaNames('y'))];
@@ -79,7 +80,7 @@ describe('PostgreSQL prepared statements', () => {
     const c = await client();
     const s = store(c, { preparedStatements: false });
     expect(await s.acquire('p', { ...REQUEST, owner: 'o' })).toMatchObject({ acquired: true });
-    expect(await s.release('p', 'o', HAND_ON)).toBe('released');
+    expect(await s.release('p', 'o')).toBe('released');
     expect(await preparedOn(c)).toEqual([]);
   });
 

@@ -24,16 +24,17 @@ import { postgresFixture } from './fixture.js';
  * and how failures are told apart (unavailable, or a store error).
  */
 
-const HAND_ON = { reservation: 250, announce: false } as const;
-const REQUEST = { ttl: 5_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 } as const;
+/** The settings the tests' stores are made with (the rest, waiter lease and hand-on, are the defaults). */
+const SETTINGS = { instance: 'test', fenceRetention: 60_000 } as const;
+const REQUEST = { ttl: 5_000 } as const;
 
 describe('PostgreSQL store', () => {
   const db = postgresFixture();
   const { later, ownPool } = db;
   const leasehold = (backend: Backend, options: LeaseholdOptions) => db.leasehold(backend, options);
 
-  function store(options: Partial<PostgresStoreOptions> = {}, on: pg.Pool | pg.Client = db.pool): PostgresStore {
-    const s = new PostgresStore(on, { prefix: randomPrefix(), ...options });
+  function store(options: PostgresStoreOptions = {}, on: pg.Pool | pg.Client = db.pool): PostgresStore {
+    const s = new PostgresStore(on, { prefix: randomPrefix(), ...SETTINGS, ...options });
     later(() => s.close());
     return s;
   }
@@ -119,10 +120,10 @@ describe('PostgreSQL store', () => {
       expect(await locks.tryAcquire('held')).toBeNull();
       const s = store({ prefix });
       expect((await s.queued('held', 5)).first).toEqual(['w']);
-      expect(await s.release('held', 'a', HAND_ON)).toBe('released');
+      expect(await s.release('held', 'a')).toBe('released');
       const taken = await s.acquire('held', { ...REQUEST, owner: 'w', queue: 'member' });
       expect(taken).toMatchObject({ acquired: true });
-      expect(await s.release('held', 'w', HAND_ON)).toBe('released');
+      expect(await s.release('held', 'w')).toBe('released');
       for (const permit of permits) expect(await permit.release()).toBe(true);
       const version = await db.pool.query(`SELECT obj_description(to_regclass($1), 'pg_class') AS v`, [n.locks]);
       expect(version.rows[0]?.v).toMatch(/schema 7$/);
@@ -228,14 +229,14 @@ describe('PostgreSQL store', () => {
       expect(await s.acquire('r', { ...REQUEST, owner: 'b' })).toMatchObject({ acquired: false });
       expect(await s.extend('r', 'b', 5_000)).toBe('not-owner');
       expect(await s.extend('r', 'a', 5_000)).toBe('extended');
-      expect(await s.release('r', 'b', HAND_ON)).toBe('not-owner');
-      expect(await s.release('r', 'a', HAND_ON)).toBe('released');
-      expect(await s.release('r', 'a', HAND_ON)).toBe('released');
+      expect(await s.release('r', 'b')).toBe('not-owner');
+      expect(await s.release('r', 'a')).toBe('released');
+      expect(await s.release('r', 'a')).toBe('released');
       expect(await s.inspect('r')).toMatchObject({ owner: null, pttl: -2, releasedBy: 'a', holder: null });
       expect(await s.extend('r', 'a', 5_000)).toBe('expired');
       const second = await s.acquire('r', { ...REQUEST, owner: 'b' });
       expect(second.acquired && first.acquired && second.fence > first.fence).toBe(true);
-      expect(await s.release('r', 'a', HAND_ON)).toBe('not-owner');
+      expect(await s.release('r', 'a')).toBe('not-owner');
       const state = await s.inspect('r');
       expect(state).toMatchObject({ owner: 'b', releasedBy: null, holder: { instance: 'test' } });
       expect(state.pttl).toBeGreaterThan(4_000);
@@ -252,7 +253,7 @@ describe('PostgreSQL store', () => {
         expect((await s.acquire('h', { ...REQUEST, owner, queue: 'join' })).acquired).toBe(false);
       }
       expect(await s.queued('h', 2)).toEqual({ count: 5, first: ['w1', 'w2'], reserved: null });
-      expect(await s.release('h', 'holder', HAND_ON)).toBe('released');
+      expect(await s.release('h', 'holder')).toBe('released');
       await waitFor(() => heard.length === 1);
       expect(heard).toEqual([{ woken: 'w1', next: ['w2', 'w3', 'w4'] }]);
       const queued = await s.queued('h', 10);
@@ -261,30 +262,33 @@ describe('PostgreSQL store', () => {
       expect(await s.acquire('h', { ...REQUEST, owner: 'barger' })).toMatchObject({ acquired: false });
       expect(await s.acquire('h', { ...REQUEST, owner: 'w1', queue: 'member' })).toMatchObject({ acquired: true });
       // w2 gives up from the head: it leaves the queue, and w3, first now, is told to ask again.
-      await s.leave('h', 'w2', HAND_ON);
+      await s.leave('h', 'w2');
       expect((await s.queued('h', 1)).first).toEqual(['w3']);
       await waitFor(() => heard.length === 2);
       expect(heard[1]).toEqual({ woken: 'w3', next: [] });
       // The lease flagged by the waiters behind: its release hands on again, to w3.
-      expect(await s.release('h', 'w1', HAND_ON)).toBe('released');
+      expect(await s.release('h', 'w1')).toBe('released');
       await waitFor(() => heard.length === 3);
       expect(heard[2]).toEqual({ woken: 'w3', next: ['w4', 'w5'] });
       // w3 leaves while the lock is reserved for it: the reservation passes to w4.
-      await s.leave('h', 'w3', HAND_ON);
+      await s.leave('h', 'w3');
       await waitFor(() => heard.length === 4);
       expect(heard[3]).toEqual({ woken: 'w4', next: ['w5'] });
       stop();
     });
 
     it('dead waiters are dropped by their own lease; an expired lock released hands on all the same', async () => {
-      const s = store();
+      const prefix = randomPrefix();
+      const s = store({ prefix });
+      // The dead waiter queued through a store of a shorter waiter lease.
+      const dying = store({ prefix, waiterLease: 100 });
       await s.acquire('d', { ...REQUEST, owner: 'holder', ttl: 300 });
-      await s.acquire('d', { ...REQUEST, owner: 'dead', queue: 'join', waiterLease: 100 });
+      await dying.acquire('d', { ...REQUEST, owner: 'dead', queue: 'join' });
       await s.acquire('d', { ...REQUEST, owner: 'live', queue: 'join' });
       await sleep(350);
       expect((await s.queued('d', 5)).first).toEqual(['live']);
       // The holder's lease ran out: its late release finds no lease, and wakes the first live waiter.
-      expect(await s.release('d', 'holder', HAND_ON)).toBe('expired');
+      expect(await s.release('d', 'holder')).toBe('expired');
       expect((await s.queued('d', 5)).reserved?.owner).toBe('live');
     });
 
@@ -293,7 +297,7 @@ describe('PostgreSQL store', () => {
       for (const name of ['order:1', 'order:2', 'order:10', 'job*x', 'other', 'order:free']) {
         await s.acquire(name, { ...REQUEST, owner: `o-${name}` });
       }
-      await s.release('order:free', 'o-order:free', HAND_ON);
+      await s.release('order:free', 'o-order:free');
       const scan = async (glob: string, count = 2) => {
         const names: string[] = [];
         for await (const name of s.scanLocks(glob, count)) names.push(name);
@@ -306,14 +310,14 @@ describe('PostgreSQL store', () => {
       expect(await scan('*', 1)).toHaveLength(5);
 
       await s.acquire('order:1', { ...REQUEST, owner: 'next', queue: 'join' });
-      const forced = await s.forceRelease('order:1', HAND_ON);
+      const forced = await s.forceRelease('order:1');
       expect(forced).toMatchObject({
         result: 'released',
         owner: 'o-order:1',
         woken: 'next',
         holder: { instance: 'test' },
       });
-      expect(await s.forceRelease('order:1', HAND_ON)).toEqual({ result: 'not-held' });
+      expect(await s.forceRelease('order:1')).toEqual({ result: 'not-held' });
       const taken = await s.acquire('order:1', { ...REQUEST, owner: 'next', queue: 'member' });
       expect(taken.acquired && forced.result === 'released' && taken.fence > (forced.holder?.token ?? 0)).toBe(true);
       expect(s.locate('order:1')).toBe(`${s.names.locks} row "order:1"`);
@@ -329,19 +333,22 @@ describe('PostgreSQL store', () => {
           )
         ).rows[0];
       await s.acquire('r', { ...REQUEST, owner: 'a' });
-      await s.release('r', 'a', HAND_ON);
+      await s.release('r', 'a');
       await s.acquire('r', { ...REQUEST, owner: 'b' });
       const first = await retained();
-      expect(Number(first?.ms)).toBeGreaterThanOrEqual(REQUEST.fenceRetention);
-      expect(Number(first?.ms)).toBeLessThanOrEqual((REQUEST.fenceRetention * 17) / 16);
-      await s.release('r', 'b', HAND_ON);
+      expect(Number(first?.ms)).toBeGreaterThanOrEqual(SETTINGS.fenceRetention);
+      expect(Number(first?.ms)).toBeLessThanOrEqual((SETTINGS.fenceRetention * 17) / 16);
+      await s.release('r', 'b');
       await s.acquire('r', { ...REQUEST, owner: 'c' });
       expect((await retained())?.until).toBe(first?.until);
     });
 
     it('rows with nothing live left are dropped as new names are taken', async () => {
-      const s = store();
-      const short = { ...REQUEST, ttl: 100, fenceRetention: 1 };
+      const prefix = randomPrefix();
+      const s = store({ prefix });
+      // The short-lived rows are taken through a store of a short retention.
+      const brief = store({ prefix, fenceRetention: 1 });
+      const short = { ...REQUEST, ttl: 100 };
       const rows = async () =>
         (await db.pool.query<{ name: string }>(`SELECT name FROM ${s.names.locks} ORDER BY name`)).rows.map(
           (r) => r.name,
@@ -349,8 +356,8 @@ describe('PostgreSQL store', () => {
       // Each row is there after its release (an earlier one may already be gone on a slow run:
       // its lease and retention end 100 ms after its grant, and taking the next name drops it).
       for (const name of ['g1', 'g2', 'g3', 'g4']) {
-        await s.acquire(name, { ...short, owner: 'o' });
-        await s.release(name, 'o', HAND_ON);
+        await brief.acquire(name, { ...short, owner: 'o' });
+        await brief.release(name, 'o');
         expect(await rows()).toContain(name);
       }
       await sleep(short.ttl + 50);

@@ -2,7 +2,7 @@ import { describe, expectTypeOf, test } from 'vitest';
 import type * as root from '../../src/index.js';
 import { type Backend, Leasehold, MemoryStore } from '../../src/index.js';
 import type * as store from '../../src/store/index.js';
-import { jobKeys, lockKeys, migrationSql, STORE, type Store } from '../../src/store/index.js';
+import { jobKeys, lockKeys, migrationSql, STORE, type Store, storeSettings } from '../../src/store/index.js';
 
 /**
  * The two entry points: `leasehold` (src/index.ts) exports what an application uses;
@@ -129,7 +129,10 @@ describe('leasehold: what an application uses', () => {
 
 describe('leasehold/store: what a backend implementer and tooling need', () => {
   test('its values', () => {
-    expectTypeOf<keyof typeof store>().toEqualTypeOf<'STORE' | 'jobKeys' | 'lockKeys' | 'migrationSql'>();
+    expectTypeOf<keyof typeof store>().toEqualTypeOf<
+      'STORE' | 'jobKeys' | 'lockKeys' | 'migrationSql' | 'storeSettings'
+    >();
+    expectTypeOf(storeSettings({ prefix: 'p' })).toEqualTypeOf<store.StoreSettings>();
     expectTypeOf(STORE).toExtend<symbol>();
     expectTypeOf(lockKeys).parameters.toEqualTypeOf<[prefix: string, name: string]>();
     expectTypeOf(jobKeys('p', 'job')).toExtend<store.LockKeys>();

@@ -28,9 +28,7 @@ ${DEFAULTS.reservation} ms and is woken. Exit status 1 if the lock was not held.
   },
   async run(op, args) {
     const name = operand(args, 0);
-    // Waiters that do not queue (none on one server, but harmless) hear the release too.
-    const handOn = { reservation: DEFAULTS.reservation, announce: true };
-    const reply = await op.bounded(op.admin.forceRelease(name, handOn), 'force-release');
+    const reply = await op.bounded(op.admin.forceRelease(name), 'force-release');
     if (reply.result === 'not-held') {
       if (args.flag('json')) printJson({ name, result: reply.result });
       else process.stderr.write(`leasehold: lock "${name}" is not held: nothing to release\n`);

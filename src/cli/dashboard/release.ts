@@ -1,5 +1,4 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DEFAULTS } from '../../core/defaults.js';
 import * as validate from '../../core/validate.js';
 import type { SharedStore } from '../../store/port.js';
 import type { Operator } from '../operator.js';
@@ -37,8 +36,7 @@ export async function releaseFromPage(
   const { name, fence } = asked;
   try {
     if (typeof fence === 'number' && !(await stillAsShown(response, on, name, fence))) return;
-    const handOn = { reservation: DEFAULTS.reservation, announce: true };
-    const result = await on.op.bounded(on.op.admin.forceRelease(name, handOn), 'force-release');
+    const result = await on.op.bounded(on.op.admin.forceRelease(name), 'force-release');
     if (result.result === 'not-held') {
       reply(response, 409, { error: `"${name}" is not held: nothing to release` });
       return;

@@ -15,12 +15,12 @@ function setupOf(input: unknown): { client: EtcdClient; sessionTtl: number } {
   return { client: input.etcd as unknown as EtcdClient, sessionTtl };
 }
 
-/** An etcd3 client (or a namespace of one), or `{ etcd, sessionTtl }`: a store over it, under the Leasehold's prefix. */
+/** An etcd3 client (or a namespace of one), or `{ etcd, sessionTtl }`: a store over it, with the Leasehold's settings. */
 export const etcdBackend: BackendEntry = {
   describe: 'an etcd3 client',
   detect: (input) => isEtcd3(input) || isEtcdSetup(input),
-  create: (input, { prefix, onError }) => {
+  create: (input, options) => {
     const { client, sessionTtl } = setupOf(input);
-    return { store: new EtcdStore(client, { prefix, sessionTtl, onError }), owned: true };
+    return { store: new EtcdStore(client, { ...options, sessionTtl }), owned: true };
   },
 };

@@ -4,6 +4,7 @@ import { ErrorCode, LockError } from '../../core/errors.js';
 import { globMatcher } from '../memory/glob.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
+import { storeSettings } from '../settings.js';
 import { addressOf, type EtcdClient, type EtcdKeyValue, type TxnRequest, type TxnResponse } from './client.js';
 import {
   decodeMember,
@@ -38,9 +39,11 @@ import {
 import { type Renewal, renewFor, SessionLost, Sessions, Unconfirmed } from './session.js';
 import { acquireShared, type SharedContext } from './shared.js';
 
-export interface EtcdStoreOptions {
-  /** The namespace of every key this store touches (under the client's own namespace). */
-  readonly prefix: string;
+/**
+ * The instance's settings (StoreSettings; `prefix` is the namespace of every key this store touches,
+ * under the client's own namespace), the defaults for those not given, and the store's own options.
+ */
+export interface EtcdStoreOptions extends Partial<Port.StoreSettings> {
   /** The session's TTL in ms (whole seconds, rounded up); see Sessions. Default DEFAULTS.ttl. */
   readonly sessionTtl?: number;
   /** Where background failures go (a waiter's watch, a key deleted when its ttl ran out). */
@@ -69,12 +72,15 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
   readonly #sessions: Sessions;
   readonly #contenders: Contenders;
   readonly #onError: (error: unknown) => void;
+  /** What every call of this store's instance shares (its instance label, its waiters' lease). */
+  readonly #settings: Port.StoreSettings;
   #lastError: unknown;
 
-  constructor(client: EtcdClient, { prefix, sessionTtl = DEFAULTS.ttl, onError = () => {} }: EtcdStoreOptions) {
+  constructor(client: EtcdClient, { sessionTtl = DEFAULTS.ttl, onError = () => {}, ...given }: EtcdStoreOptions) {
     this.#client = client;
     this.address = addressOf(client);
-    this.#space = new KeySpace(client.prefix ?? Buffer.alloc(0), prefix);
+    this.#settings = storeSettings(given);
+    this.#space = new KeySpace(client.prefix ?? Buffer.alloc(0), this.#settings.prefix);
     this.#onError = onError;
     this.#sessions = new Sessions(client, sessionTtl, (error) => onError(this.#error(error, 'keepalive')));
     this.#contenders = new Contenders(client, this.#space, (error) => onError(this.#error(error, 'watch')));
@@ -122,6 +128,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
   /** The shared steps' view of the store. */
   get #shared(): SharedContext {
     return {
+      settings: this.#settings,
       space: this.#space,
       sessions: this.#sessions,
       contenders: this.#contenders,
@@ -156,7 +163,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
       r.queue ? this.#sessions.main() : undefined,
     ]);
     const renewal = renewFor(session, since, r.ttl);
-    const granted: Member = { owner: r.owner, instance: r.instance, ttl: r.ttl, takenAt: Date.now() };
+    const granted: Member = { owner: r.owner, instance: this.#settings.instance, ttl: r.ttl, takenAt: Date.now() };
     let response: TxnResponse;
     try {
       response = await this.#txn({
@@ -207,7 +214,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
     });
     // A re-sent first attempt may find our own key first in line: then it is ours to take.
     if (first?.key.equals(key)) return this.#again(entry, r, since, retry);
-    this.#contenders.queue(entry, r.waiterLease);
+    this.#contenders.queue(entry, this.#settings.waiterLease);
     return { acquired: false, pttl: pttlOf(first) };
   }
 
@@ -226,7 +233,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
     const session = await this.#sessions.get(r.ttl);
     const renewal = renewFor(session, since, r.ttl);
     const takenAt = entry.state === 'queued' ? Date.now() : (entry.member.takenAt ?? Date.now());
-    const granted: Member = { owner: r.owner, instance: r.instance, ttl: r.ttl, takenAt };
+    const granted: Member = { owner: r.owner, instance: this.#settings.instance, ttl: r.ttl, takenAt };
     let response: TxnResponse;
     try {
       response = await this.#txn({
@@ -249,7 +256,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
       this.#contenders.forget(entry);
       return this.#first(entry.name, r, since, retry);
     }
-    this.#contenders.queue(entry, r.waiterLease);
+    this.#contenders.queue(entry, this.#settings.waiterLease);
     return { acquired: false, pttl: pttlOf(first) };
   }
 
@@ -294,7 +301,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
     this.#contenders.hold(entry, ttl, since);
   }
 
-  release(name: string, owner: string, _handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+  release(name: string, owner: string): Promise<Port.ReleaseReply> {
     return this.#release(name, owner, notOurs);
   }
 
@@ -302,7 +309,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
    * End a shared hold: delete its key, as a release. Deleting it wakes what it kept out: an
    * exclusive waiter right behind, or the shared waiters it counted against (share-tracker.ts).
    */
-  releaseShared(name: string, owner: string, _handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+  releaseShared(name: string, owner: string): Promise<Port.ReleaseReply> {
     return this.#release(name, owner, goneShared);
   }
 
@@ -411,8 +418,8 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
   }
 
   /** A shared waiter gives up: its key goes, as an exclusive waiter's (it may make room behind it). */
-  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
-    return this.leave(name, owner, handOn);
+  leaveShared(name: string, owner: string): Promise<void> {
+    return this.leave(name, owner);
   }
 
   acquireShared(name: string, request: Port.SharedRequest): Promise<Port.SharedAcquireReply> {
@@ -420,7 +427,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
     return this.#call('acquire-shared', () => acquireShared(this.#shared, name, request, since));
   }
 
-  async leave(name: string, owner: string, _handOn: Port.HandOn): Promise<void> {
+  async leave(name: string, owner: string): Promise<void> {
     const entry = this.#contenders.get(name, owner);
     const keys = entry?.keys ?? this.#space.lock(name);
     const key = keys.member(owner);
@@ -538,7 +545,7 @@ export class EtcdStore implements Port.Store, Port.JobStore, Port.AdminStore, Po
     }
   }
 
-  async forceRelease(name: string, _handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
+  async forceRelease(name: string): Promise<Port.ForceReleaseReply> {
     const keys = this.#space.lock(name);
     return this.#call('force-release', async () => {
       const read = await this.#txn({ compare: [], success: [firstOf(keys.queue, 2)], failure: [] });

@@ -18,6 +18,8 @@ import { type Renewal, renewFor, type Session, Sessions, Unconfirmed } from './s
 
 /** What the shared steps use of the store. */
 export interface SharedContext {
+  /** The store's settings: the instance label its holds record, its waiters' lease. */
+  readonly settings: Port.StoreSettings;
   readonly space: KeySpace;
   readonly sessions: Sessions;
   readonly contenders: Contenders;
@@ -54,7 +56,13 @@ async function first(
   const key = keys.member(r.owner);
   const [session, waiters] = await Promise.all([ctx.sessions.get(r.ttl), r.queue ? ctx.sessions.main() : undefined]);
   const renewal = renewFor(session, since, r.ttl);
-  const held: Member = { owner: r.owner, instance: r.instance, ttl: r.ttl, takenAt: Date.now(), limit: r.limit };
+  const held: Member = {
+    owner: r.owner,
+    instance: ctx.settings.instance,
+    ttl: r.ttl,
+    takenAt: Date.now(),
+    limit: r.limit,
+  };
   const hold = put(key, encodeMember(held), session.id);
   try {
     let response = await ctx.txn({
@@ -128,7 +136,7 @@ async function again(
   const session = await ctx.sessions.get(r.ttl);
   const renewal = renewFor(session, since, r.ttl);
   const takenAt = entry.state === 'queued' ? Date.now() : (entry.member.takenAt ?? Date.now());
-  const member: Member = { owner: r.owner, instance: r.instance, ttl: r.ttl, takenAt, limit: r.limit };
+  const member: Member = { owner: r.owner, instance: ctx.settings.instance, ttl: r.ttl, takenAt, limit: r.limit };
   let response: TxnResponse;
   try {
     if (entry.state === 'queued') {
@@ -145,7 +153,7 @@ async function again(
           r.limit,
         )
       ) {
-        ctx.contenders.queue(entry, r.waiterLease);
+        ctx.contenders.queue(entry, ctx.settings.waiterLease);
         return { acquired: false, pttl: pttlOf(ahead) };
       }
     }

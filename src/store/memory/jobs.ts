@@ -1,4 +1,4 @@
-import type { ClaimReply, ClaimRequest, FinishReply, FinishRequest, JobState } from '../port.js';
+import type { ClaimReply, ClaimRequest, FinishReply, FinishRequest, JobState, StoreSettings } from '../port.js';
 import { type LockRecord, left, readLease } from './record.js';
 
 /**
@@ -15,7 +15,7 @@ function keptFor(job: LockRecord, tick: number): boolean {
 }
 
 /** Claim one tick of the job whose record this is, as lua/claim-tick.lua does. */
-export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
+export function claimTick(job: LockRecord, request: ClaimRequest, s: StoreSettings): ClaimReply {
   if (job.ownedBy(request.owner)) {
     const grant = job.holder;
     return { claimed: true, fence: grant?.token ?? 0, startedAt: grant?.takenAt ?? 0 };
@@ -33,7 +33,7 @@ export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
       return { claimed: false, reason: 'locked', pttl: left(blocker) };
     job.free(false);
   }
-  const fence = job.grant(request.owner, request.ttl, 0, request.instance, request.fenceRetention);
+  const fence = job.grant(request.owner, request.ttl, 0, request.instance, s.fenceRetention);
   const startedAt = job.holder?.takenAt ?? at;
   if (request.tick !== null) job.tick = request.tick;
   const { tick, instance } = request;
@@ -43,7 +43,7 @@ export function claimTick(job: LockRecord, request: ClaimRequest): ClaimReply {
 }
 
 /** Record how a run ended and end its lease, or keep it for what lockAtLeastFor has left (lua/finish-tick.lua). */
-export function finishTick(job: LockRecord, request: FinishRequest): FinishReply {
+export function finishTick(job: LockRecord, request: FinishRequest, s: StoreSettings): FinishReply {
   const at = Date.now();
   const i = job.runs.findIndex((r) => r.fence === request.fence);
   const run = job.runs[i];
@@ -57,7 +57,7 @@ export function finishTick(job: LockRecord, request: FinishRequest): FinishReply
       return { lease: 'kept', remaining };
     }
   }
-  return { lease: job.endLease(request.owner, request.handOn) };
+  return { lease: job.endLease(request.owner, s.handOn) };
 }
 
 /** The job's lock state, latest tick and newest `limit` runs (lua/read-job.lua). */

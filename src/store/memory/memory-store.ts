@@ -1,4 +1,3 @@
-import { DEFAULTS } from '../../core/defaults.js';
 import { holderOf } from '../formats.js';
 import {
   type AcquireReply,
@@ -10,7 +9,6 @@ import {
   type FinishRequest,
   type ForceReleaseReply,
   type HandOff,
-  type HandOn,
   type HeldAsReply,
   type JobState,
   type LockState,
@@ -22,20 +20,26 @@ import {
   type SharedStore,
   STORE,
   type Store,
+  type StoreSettings,
 } from '../port.js';
+import { storeSettings } from '../settings.js';
 import { globMatcher } from './glob.js';
 import { claimTick, finishTick, readJob } from './jobs.js';
 import { type LockRecord, left, readLease } from './record.js';
 import { acquireShared, extendShared, heldLimit, inspectShared, leaveShared, releaseShared } from './shared.js';
 import { Space } from './space.js';
 
-/** What a store (or a scope of one) acts on: its prefix's space, and every prefix's, shared by its scopes. */
+/**
+ * What a store (or a view of it bound to a Leasehold's settings) acts on: its prefix's space, every
+ * prefix's (shared by its views), and the settings its calls use.
+ */
 interface Place {
   readonly space: Space;
   readonly spaces: Map<string, Space>;
+  readonly settings: StoreSettings;
 }
 
-// Kept beside the objects rather than in private fields: a scope is an object whose prototype is
+// Kept beside the objects rather than in private fields: a view is an object whose prototype is
 // the store, so a subclass's overrides and fields hold in it too, and it has no private fields.
 const places = new WeakMap<object, Place>();
 
@@ -54,9 +58,10 @@ function spaceFor(spaces: Map<string, Space>, prefix: string): Space {
   return space;
 }
 
-/** One step on the record of lock `name` under the store's prefix. */
-function step<T>(store: MemoryStore, name: string, run: (record: LockRecord) => T): T {
-  return place(store).space.step(name, run);
+/** One step on the record of lock `name` under the store's prefix, with the store's settings. */
+function step<T>(store: MemoryStore, name: string, run: (record: LockRecord, settings: StoreSettings) => T): T {
+  const { space, settings } = place(store);
+  return space.step(name, (record) => run(record, settings));
 }
 
 /**
@@ -68,8 +73,9 @@ function step<T>(store: MemoryStore, name: string, run: (record: LockRecord) => 
  * process: the embedded default for demos and unit tests. No await separates a call's checks from
  * its writes: each is one step, as a script is.
  *
- * `new MemoryStore()` keeps its locks under the default prefix; `scope(prefix)` is the same store
- * under another one, so Leaseholds of one prefix on one store share their locks and Leaseholds of
+ * `new MemoryStore()` keeps its locks under the default prefix, with the default settings;
+ * `bind(settings)` is the same store seen with a Leasehold's settings (each Leasehold binds the store
+ * it is given), so Leaseholds of one prefix on one store share their locks and Leaseholds of
  * different prefixes do not.
  */
 export class MemoryStore implements Store, SharedStore {
@@ -78,18 +84,19 @@ export class MemoryStore implements Store, SharedStore {
 
   constructor() {
     const spaces = new Map<string, Space>();
-    places.set(this, { space: spaceFor(spaces, DEFAULTS.prefix), spaces });
+    const settings = storeSettings();
+    places.set(this, { space: spaceFor(spaces, settings.prefix), spaces, settings });
   }
 
-  scope(prefix: string): MemoryStore {
+  bind(settings: StoreSettings): MemoryStore {
     const { spaces } = place(this);
     const view = Object.create(this) as MemoryStore;
-    places.set(view, { space: spaceFor(spaces, prefix), spaces });
+    places.set(view, { space: spaceFor(spaces, settings.prefix), spaces, settings });
     return view;
   }
 
   async acquire(name: string, r: AcquireRequest): Promise<AcquireReply | HeldAsReply> {
-    return step(this, name, (lock) => {
+    return step(this, name, (lock, s) => {
       const held = lock.lease;
       if (lock.ownedBy(r.owner)) return { acquired: true, fence: lock.fence };
       const limit = heldLimit(held);
@@ -98,10 +105,10 @@ export class MemoryStore implements Store, SharedStore {
       const handedOn = lock.reservedOnlyFor(r.owner);
       const blocker = held ?? (handedOn ? undefined : reserved);
       if (blocker) {
-        if (r.queue) lock.enqueue(r.owner, r.waiterLease);
+        if (r.queue) lock.enqueue(r.owner, s.waiterLease);
         return { acquired: false, pttl: left(blocker) };
       }
-      const fence = lock.grant(r.owner, r.ttl, r.minFence ?? 0, r.instance, r.fenceRetention);
+      const fence = lock.grant(r.owner, r.ttl, r.minFence ?? 0, s.instance, s.fenceRetention);
       if (r.queue === 'member') {
         lock.granted(r.owner);
         // Taken free: no hand-off named the first waiter left (lua/acquire.lua, ask_first).
@@ -111,8 +118,8 @@ export class MemoryStore implements Store, SharedStore {
     });
   }
 
-  async release(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
-    return step(this, name, (lock) => lock.endLease(owner, handOn));
+  async release(name: string, owner: string): Promise<ReleaseReply> {
+    return step(this, name, (lock, s) => lock.endLease(owner, s.handOn));
   }
 
   async extend(name: string, owner: string, ttl: number): Promise<ExtendReply> {
@@ -125,11 +132,11 @@ export class MemoryStore implements Store, SharedStore {
     });
   }
 
-  async leave(name: string, owner: string, handOn: HandOn): Promise<void> {
-    step(this, name, (lock) => {
+  async leave(name: string, owner: string): Promise<void> {
+    step(this, name, (lock, s) => {
       const head = lock.heads(owner);
       lock.unqueue(owner);
-      if (lock.reservedOnlyFor(owner)) lock.handOn(handOn);
+      if (lock.reservedOnlyFor(owner)) lock.handOn(s.handOn);
       else if (head) lock.nudge();
     });
   }
@@ -151,19 +158,19 @@ export class MemoryStore implements Store, SharedStore {
   }
 
   async acquireShared(name: string, request: SharedRequest): Promise<SharedAcquireReply> {
-    return step(this, name, (lock) => acquireShared(lock, request));
+    return step(this, name, (lock, s) => acquireShared(lock, request, s));
   }
 
   async extendShared(name: string, owner: string, ttl: number): Promise<ExtendReply> {
     return step(this, name, (lock) => extendShared(lock, owner, ttl));
   }
 
-  async releaseShared(name: string, owner: string, handOn: HandOn): Promise<ReleaseReply> {
-    return step(this, name, (lock) => releaseShared(lock, owner, handOn));
+  async releaseShared(name: string, owner: string): Promise<ReleaseReply> {
+    return step(this, name, (lock, s) => releaseShared(lock, owner, s.handOn));
   }
 
-  async leaveShared(name: string, owner: string, handOn: HandOn): Promise<void> {
-    step(this, name, (lock) => leaveShared(lock, owner, handOn));
+  async leaveShared(name: string, owner: string): Promise<void> {
+    step(this, name, (lock, s) => leaveShared(lock, owner, s.handOn));
   }
 
   async inspectShared(name: string): Promise<SharedState> {
@@ -174,16 +181,16 @@ export class MemoryStore implements Store, SharedStore {
     return place(this).space.watch(name, onHandOff);
   }
 
-  async raiseFence(name: string, fence: number, retention: number): Promise<number> {
-    return step(this, name, (lock) => lock.raiseFence(fence, retention));
+  async raiseFence(name: string, fence: number): Promise<number> {
+    return step(this, name, (lock, s) => lock.raiseFence(fence, s.fenceRetention));
   }
 
   async claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
-    return step(this, name, (job) => claimTick(job, request));
+    return step(this, name, (job, s) => claimTick(job, request, s));
   }
 
   async finishTick(name: string, request: FinishRequest): Promise<FinishReply> {
-    return step(this, name, (job) => finishTick(job, request));
+    return step(this, name, (job, s) => finishTick(job, request, s));
   }
 
   async readJob(name: string, limit: number): Promise<JobState> {
@@ -206,12 +213,12 @@ export class MemoryStore implements Store, SharedStore {
     }
   }
 
-  async forceRelease(name: string, handOn: HandOn): Promise<ForceReleaseReply> {
-    return step(this, name, (lock) => {
+  async forceRelease(name: string): Promise<ForceReleaseReply> {
+    return step(this, name, (lock, s) => {
       const held = lock.lease;
       if (!held) return { result: 'not-held' };
       const holder = lock.holder;
-      const woken = lock.handOn(handOn);
+      const woken = lock.handOn(s.handOn);
       return { result: 'released', owner: holderOf(readLease(held)) as string, holder, woken };
     });
   }

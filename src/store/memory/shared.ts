@@ -8,6 +8,7 @@ import type {
   SharedHold,
   SharedRequest,
   SharedState,
+  StoreSettings,
 } from '../port.js';
 import { type Lease, type LockRecord, left, MAX_ADMITTED, readLease } from './record.js';
 
@@ -75,12 +76,12 @@ function freeUp(lock: LockRecord, mark: Lease, handOn: HandOn): void {
 }
 
 /** lua/acquire-shared.lua. */
-export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquireReply {
+export function acquireShared(lock: LockRecord, r: SharedRequest, s: StoreSettings): SharedAcquireReply {
   const held = lock.lease;
   const reserved = lock.reservation;
   // `handedOn`: a hand-off reserved the hold for this waiter, and named the waiters behind it.
   const take = (mark: Lease, handedOn: boolean): SharedAcquireReply => {
-    const grant = lock.issue(0, r.instance, r.fenceRetention);
+    const grant = lock.issue(0, s.instance, s.fenceRetention);
     lock.holds.set(r.owner, { expiresAt: now() + r.ttl, grant });
     if (r.queue === 'member') {
       lock.granted(r.owner);
@@ -111,7 +112,7 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
     const writer = r.limit === 0 || inUse(lock) < r.limit ? lock.exclusiveAhead(r.owner) : undefined;
     if (writer === null) return take(held, false);
     if (writer) {
-      wait = lock.challenge(writer, r.handOn.reservation, r.waiterLease);
+      wait = lock.challenge(writer, s.handOn.reservation, s.waiterLease);
     } else if (r.limit > 0) {
       const first = Math.min(...[...lock.holds.values()].map((h) => h.expiresAt));
       if (Number.isFinite(first)) wait = Math.max(0, Math.ceil(first - now()));
@@ -128,11 +129,11 @@ export function acquireShared(lock: LockRecord, r: SharedRequest): SharedAcquire
   } else if (!held && !reserved) {
     if (lock.exclusiveAhead(r.owner) === null) return take(fresh(now() + r.ttl, false), false);
     // Free, with an exclusive waiter ahead: it gets the lock, as from a release.
-    lock.handOn(r.handOn);
+    lock.handOn(s.handOn);
     const handed = lock.reservation;
     wait = handed ? left(handed) : -2;
   }
-  if (r.queue) lock.enqueue(r.owner, r.waiterLease, r.limit);
+  if (r.queue) lock.enqueue(r.owner, s.waiterLease, r.limit);
   return { acquired: false, pttl: wait };
 }
 

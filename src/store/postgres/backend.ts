@@ -78,10 +78,10 @@ function setupOf(input: unknown): Settings {
 export const postgresBackend: BackendEntry = {
   describe: 'a pg Pool or Client',
   detect: (input) => isPg(input) || isSetup(input),
-  create: (input, { prefix, onError }) => {
+  create: (input, { onError, ...settings }) => {
     const { db, listen, migrate, preparedStatements } = setupOf(input);
-    const options = { prefix: checkPrefix(prefix), onError, listen, migrate, preparedStatements };
-    const store = new PostgresStore(db, options);
+    const prefix = checkPrefix(settings.prefix);
+    const store = new PostgresStore(db, { ...settings, prefix, onError, listen, migrate, preparedStatements });
     return { store, owned: true };
   },
 };

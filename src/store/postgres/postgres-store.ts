@@ -4,6 +4,7 @@ import { globMatcher } from '../memory/glob.js';
 import { NameCache } from '../name-cache.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
+import { storeSettings } from '../settings.js';
 import {
   addressOf,
   checkListenPool,
@@ -17,9 +18,12 @@ import { Listener } from './listener.js';
 import { channelOf, decodeHandOff, Reply, type Statement, type Statements, statements } from './queries.js';
 import { migrationSql, SCHEMA_VERSION, type SchemaNames, schemaNames } from './schema.js';
 
-export interface PostgresStoreOptions {
-  /** The namespace of every table, sequence, function and channel this store uses. */
-  readonly prefix: string;
+/**
+ * A store's settings (Port.StoreSettings: the namespace of every table, sequence, function and
+ * channel it uses, its instance label, retention, waiter lease and hand-on), each defaulted when
+ * omitted, and the store's own options.
+ */
+export interface PostgresStoreOptions extends Partial<Port.StoreSettings> {
   /** Where background failures go (the listening connection). */
   readonly onError?: ((error: unknown) => void) | undefined;
   /**
@@ -75,6 +79,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   readonly kind = 'postgres';
   readonly address: string;
   readonly #db: PgPool;
+  readonly #settings: Port.StoreSettings;
   readonly #prefix: string;
   readonly #names: SchemaNames;
   readonly #sql: Statements;
@@ -94,12 +99,13 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
 
   constructor(
     db: PgBackend,
-    { prefix, onError = () => {}, listen, migrate = true, preparedStatements = true }: PostgresStoreOptions,
+    { onError = () => {}, listen, migrate = true, preparedStatements = true, ...given }: PostgresStoreOptions = {},
   ) {
     // A pool and a client both run a statement with query({ text, values }).
     this.#db = db as unknown as PgPool;
-    this.#prefix = prefix;
-    this.#names = schemaNames(prefix);
+    this.#settings = storeSettings(given);
+    this.#prefix = this.#settings.prefix;
+    this.#names = schemaNames(this.#prefix);
     this.#sql = statements(this.#names);
     this.#migrate = migrate;
     this.#named = preparedStatements;
@@ -182,16 +188,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   }
 
   acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
-    const values = [
-      name,
-      r.owner,
-      r.ttl,
-      r.minFence ?? 0,
-      queueCode(r.queue),
-      r.instance,
-      r.fenceRetention,
-      r.waiterLease,
-    ];
+    const { instance, fenceRetention, waiterLease } = this.#settings;
+    const values = [name, r.owner, r.ttl, r.minFence ?? 0, queueCode(r.queue), instance, fenceRetention, waiterLease];
     return this.#call('acquire', this.#sql.acquire, values, (rows, reply) => {
       const row = reply.row(rows);
       const value = reply.int(row.value, 'value');
@@ -205,12 +203,14 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return this.#channels.get(name);
   }
 
-  #handOnArgs(name: string, handOn: Port.HandOn): unknown[] {
-    return [handOn.reservation, handOn.announce, this.#channelOf(name)];
+  /** The store's hand-on, as every call that frees a lock passes it: reservation, announce, the lock's channel. */
+  #handOnArgs(name: string): unknown[] {
+    const { reservation, announce } = this.#settings.handOn;
+    return [reservation, announce, this.#channelOf(name)];
   }
 
-  release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
-    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+  release(name: string, owner: string): Promise<Port.ReleaseReply> {
+    const values = [name, owner, ...this.#handOnArgs(name)];
     return this.#call('release', this.#sql.release, values, (rows, reply) =>
       reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
     );
@@ -222,8 +222,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     );
   }
 
-  leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
-    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+  leave(name: string, owner: string): Promise<void> {
+    const values = [name, owner, ...this.#handOnArgs(name)];
     return this.#call('leave', this.#sql.leave, values, (rows, reply) => {
       reply.bool(reply.row(rows).reply, 'reply');
     });
@@ -257,16 +257,17 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   }
 
   acquireShared(name: string, r: Port.SharedRequest): Promise<Port.SharedAcquireReply> {
+    const { instance, fenceRetention, waiterLease } = this.#settings;
     const values = [
       name,
       r.owner,
       r.ttl,
       r.limit,
       queueCode(r.queue),
-      r.instance,
-      r.fenceRetention,
-      r.waiterLease,
-      ...this.#handOnArgs(name, r.handOn),
+      instance,
+      fenceRetention,
+      waiterLease,
+      ...this.#handOnArgs(name),
     ];
     return this.#call('acquire-shared', this.#sql.acquireShared, values, (rows, reply): Port.SharedAcquireReply => {
       const row = reply.row(rows);
@@ -285,15 +286,15 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     );
   }
 
-  releaseShared(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
-    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+  releaseShared(name: string, owner: string): Promise<Port.ReleaseReply> {
+    const values = [name, owner, ...this.#handOnArgs(name)];
     return this.#call('release-shared', this.#sql.releaseShared, values, (rows, reply) =>
       reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
     );
   }
 
-  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
-    const values = [name, owner, ...this.#handOnArgs(name, handOn)];
+  leaveShared(name: string, owner: string): Promise<void> {
+    const values = [name, owner, ...this.#handOnArgs(name)];
     return this.#call('leave-shared', this.#sql.leaveShared, values, (rows, reply) => {
       reply.bool(reply.row(rows).reply, 'reply');
     });
@@ -320,7 +321,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   }
 
   claimTick(name: string, r: Port.ClaimRequest): Promise<Port.ClaimReply> {
-    const values = [name, r.owner, r.ttl, r.tick, r.instance, r.historyLimit, r.fenceRetention, r.clockTolerance];
+    const { fenceRetention } = this.#settings;
+    const values = [name, r.owner, r.ttl, r.tick, r.instance, r.historyLimit, fenceRetention, r.clockTolerance];
     return this.#call('claim-tick', this.#sql.claimTick, values, (rows, reply): Port.ClaimReply => {
       const row = reply.row(rows);
       const code = reply.int(row.code, 'code');
@@ -342,7 +344,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
       r.outcome,
       r.error,
       r.lockAtLeastFor,
-      ...this.#handOnArgs(name, r.handOn),
+      ...this.#handOnArgs(name),
     ];
     return this.#call('finish-tick', this.#sql.finishTick, values, (rows, reply): Port.FinishReply => {
       const row = reply.row(rows);
@@ -376,8 +378,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return `${this.#names.locks} row ${JSON.stringify(name)}`;
   }
 
-  forceRelease(name: string, handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
-    const values = [name, ...this.#handOnArgs(name, handOn)];
+  forceRelease(name: string): Promise<Port.ForceReleaseReply> {
+    const values = [name, ...this.#handOnArgs(name)];
     return this.#call('force-release', this.#sql.forceRelease, values, (rows, reply): Port.ForceReleaseReply => {
       const row = reply.row(rows);
       if (!reply.bool(row.released, 'released')) return { result: 'not-held' };

@@ -25,17 +25,17 @@ export interface NodeRedisBackend {
 export const ioredisBackend: BackendEntry = {
   describe: 'an ioredis client or cluster',
   detect: isIORedis,
-  create: (input, { prefix, onError }) => {
+  create: (input, options) => {
     if (!isIORedis(input)) throw new TypeError('not an ioredis client');
-    return { store: new RedisStore(new IORedisConnection(input, onError), { prefix, onError }), owned: true };
+    return { store: new RedisStore(new IORedisConnection(input, options.onError), options), owned: true };
   },
 };
 
 export const nodeRedisBackend: BackendEntry = {
   describe: 'a node-redis client or cluster',
   detect: isNodeRedis,
-  create: (input, { prefix, onError }) => {
+  create: (input, options) => {
     if (!isNodeRedis(input)) throw new TypeError('not a node-redis client');
-    return { store: new RedisStore(new NodeRedisConnection(input, onError), { prefix, onError }), owned: true };
+    return { store: new RedisStore(new NodeRedisConnection(input, options.onError), options), owned: true };
   },
 };

@@ -4,6 +4,7 @@ import { newOwnerToken } from '../../core/owner.js';
 import { ChannelHub } from '../channel-hub.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
+import { storeSettings } from '../settings.js';
 import {
   describeError,
   isReplyError,
@@ -16,7 +17,7 @@ import { infoField } from './info.js';
 import { lockKeys, nameFromLockKey } from './keys.js';
 import { decodeHandOff, isChallenge } from './replies.js';
 import { ScriptRunner } from './run-script.js';
-import { SCRIPTS, type ScriptCall } from './scripts.js';
+import { type BoundArgs, boundArgs, SCRIPTS, type ScriptCall } from './scripts.js';
 
 /**
  * Turn whatever a client library threw into a LockError that says what happened: an error reply
@@ -47,16 +48,18 @@ function globLiteral(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
-export interface RedisStoreOptions {
-  /** The namespace of every key this store touches. */
-  readonly prefix: string;
+/**
+ * A Redis store's settings (see StoreSettings; a Leasehold gives all of them, a store made on its
+ * own takes the defaults for the rest: storeSettings), and where background failures go.
+ */
+export type RedisStoreOptions = Partial<Port.StoreSettings> & {
   /** Where background failures go (the subscriber connection). */
   readonly onError?: (error: unknown) => void;
-}
+};
 
 /**
- * The ports on Redis, for one prefix: every method is one script (see scripts.ts, where each is
- * declared with its keys, arguments and reply), run through one runner.
+ * The ports on Redis, for one instance's settings: every method is one script (see scripts.ts,
+ * where each is declared with its keys, arguments and reply), run through one runner.
  */
 export class RedisStore
   implements Port.Store, Port.FenceStore, Port.JobStore, Port.AdminStore, Port.ConfigStore, Port.SharedStore
@@ -79,10 +82,14 @@ export class RedisStore
   readonly #room = newOwnerToken().slice(0, 12);
   /** Locks a release here granted outright to this instance's waiters, until each waiter's next call. */
   readonly #grants = new DirectGrants();
+  /** The ARGV every call sends from the store's settings (instance, retention, hand-on, room). */
+  readonly #bound: BoundArgs;
 
-  constructor(connection: RedisConnection, { prefix, onError = () => {} }: RedisStoreOptions) {
+  constructor(connection: RedisConnection, { onError = () => {}, ...given }: RedisStoreOptions = {}) {
+    const settings = storeSettings(given);
     this.#connection = connection;
-    this.#prefix = prefix;
+    this.#prefix = settings.prefix;
+    this.#bound = boundArgs(settings, this.#room);
     this.#scripts = new ScriptRunner(connection);
     this.kind = connection.kind;
     this.#onError = onError;
@@ -134,7 +141,7 @@ export class RedisStore
     }
     const publish = script.handsOn ? this.#publish : '';
     if (publish === undefined) return this.#publishCommand().then(() => this.#call(script, name, request, then));
-    const { keys, args } = script.input(this.#prefix, name, request, publish, this.#room);
+    const { keys, args } = script.input(this.#prefix, name, request, publish, this.#bound);
     const decode = then === undefined ? script.reply.decode : (raw: unknown) => then(script.reply.decode(raw));
     return this.#scripts.run(script, keys, args).then(decode as (raw: unknown) => Out, (error: unknown) => {
       throw storeError(this.#connection, script.name, error);
@@ -164,11 +171,11 @@ export class RedisStore
    * leave did not reach the server), the grant is given back at once, so it costs the others no
    * more than a reservation would.
    */
-  release(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
+  release(name: string, owner: string): Promise<Port.ReleaseReply> {
     const sentAt = now();
     // A holder releasing has no use for a grant still kept for it (its own attempt took the lock).
     if (this.#grants.size > 0) this.#grants.take(name, owner);
-    return this.#call(SCRIPTS.release, name, { owner, handOn }, ({ outcome, told, granted }) => {
+    return this.#call(SCRIPTS.release, name, owner, ({ outcome, told, granted }) => {
       if (told.length === 0) return outcome;
       const hub = this.#hub;
       const channel = lockKeys(this.#prefix, name).channel;
@@ -182,7 +189,7 @@ export class RedisStore
         if (hub?.deliverOnce(channel, message, () => handOff, true)) {
           this.#grants.keep(name, woken, { fence: granted, since: sentAt });
         } else {
-          this.release(name, woken, handOn).catch(this.#onError);
+          this.release(name, woken).catch(this.#onError);
         }
       }
       return outcome;
@@ -190,9 +197,9 @@ export class RedisStore
   }
 
   /** A waiter that leaves holding a grant kept here gives it back on the server (leave.lua). */
-  leave(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
+  leave(name: string, owner: string): Promise<void> {
     if (this.#grants.size > 0) this.#grants.take(name, owner);
-    return this.#call(SCRIPTS.leave, name, { owner, handOn });
+    return this.#call(SCRIPTS.leave, name, owner);
   }
 
   extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {
@@ -207,20 +214,20 @@ export class RedisStore
     return this.#call(SCRIPTS.extendShared, name, { owner, ttl });
   }
 
-  releaseShared(name: string, owner: string, handOn: Port.HandOn): Promise<Port.ReleaseReply> {
-    return this.#call(SCRIPTS.releaseShared, name, { owner, handOn });
+  releaseShared(name: string, owner: string): Promise<Port.ReleaseReply> {
+    return this.#call(SCRIPTS.releaseShared, name, owner);
   }
 
-  leaveShared(name: string, owner: string, handOn: Port.HandOn): Promise<void> {
-    return this.#call(SCRIPTS.leaveShared, name, { owner, handOn });
+  leaveShared(name: string, owner: string): Promise<void> {
+    return this.#call(SCRIPTS.leaveShared, name, owner);
   }
 
   inspectShared(name: string): Promise<Port.SharedState> {
     return this.#call(SCRIPTS.inspectShared, name, undefined);
   }
 
-  raiseFence(name: string, fence: number, retention: number): Promise<number> {
-    return this.#call(SCRIPTS.raiseFence, name, { fence, retention });
+  raiseFence(name: string, fence: number): Promise<number> {
+    return this.#call(SCRIPTS.raiseFence, name, fence);
   }
 
   inspect(name: string): Promise<Port.LockState> {
@@ -272,8 +279,8 @@ export class RedisStore
     return lockKeys(this.#prefix, name).lock;
   }
 
-  forceRelease(name: string, handOn: Port.HandOn): Promise<Port.ForceReleaseReply> {
-    return this.#call(SCRIPTS.forceRelease, name, handOn);
+  forceRelease(name: string): Promise<Port.ForceReleaseReply> {
+    return this.#call(SCRIPTS.forceRelease, name, undefined);
   }
 
   queued(name: string, limit: number): Promise<Port.QueueState> {

@@ -8,7 +8,6 @@ import type {
   FinishReply,
   FinishRequest,
   ForceReleaseReply,
-  HandOn,
   HeldAsReply,
   JobState,
   LockState,
@@ -17,7 +16,9 @@ import type {
   SharedAcquireReply,
   SharedRequest,
   SharedState,
+  StoreSettings,
 } from '../port.js';
+import { storeSettings } from '../settings.js';
 import { jobKeys, type LockKeys, lockKeys } from './keys.js';
 import acquireSource from './lua/acquire.lua';
 import acquireSharedSource from './lua/acquire-shared.lua';
@@ -81,16 +82,56 @@ export interface ScriptInput {
 }
 
 /**
+ * The ARGV every call of one store shares, from the store's settings: built once, with the store.
+ */
+export interface BoundArgs {
+  /** The instance label recorded next to each lease (StoreSettings.instance). */
+  readonly instance: string;
+  /** ms the fencing counter is kept (StoreSettings.fenceRetention). */
+  readonly fenceRetention: number;
+  /** ms a queued waiter stays queued without trying again (StoreSettings.waiterLease). */
+  readonly waiterLease: number;
+  /** ms the lock is reserved for the waiter a hand-on wakes (HandOn.reservation). */
+  readonly reservation: number;
+  /** HandOn.announce, as the scripts take it: '1' or '0'. */
+  readonly announce: '1' | '0';
+  /**
+   * The store's own (random) mark on the waiters it queues, by which a release grants the lock
+   * directly to a waiter that queued through the same store (lua/lib/hand-on.lua); '' for none.
+   */
+  readonly room: string;
+  /** The room a release grants directly to: `room` when the store's hand-on is direct (HandOn.direct), else ''. */
+  readonly directRoom: string;
+}
+
+/** The ARGV a store with `settings` sends on every call, its room `room` ('' for none). */
+export function boundArgs(settings: Omit<StoreSettings, 'prefix'>, room = ''): BoundArgs {
+  const { instance, fenceRetention, waiterLease, handOn } = settings;
+  return Object.freeze({
+    instance,
+    fenceRetention,
+    waiterLease,
+    reservation: handOn.reservation,
+    announce: handOn.announce ? '1' : '0',
+    room,
+    directRoom: handOn.direct === true ? room : '',
+  });
+}
+
+/** What a call made without a store's ARGV sends: a store's made on its own, without a room (tests). */
+const UNBOUND = boundArgs(storeSettings());
+
+/**
  * A script declared once: its source, the KEYS and ARGV a request becomes, and how its reply
  * becomes the port's reply. `handsOn`: the script may publish to waiters (hand the lock on, or
  * wake one to ask again), so it is given the publish command (`publish`), which its ARGV carries
  * with the channel (a hand-on's ARGV also the reservation and announce).
- * `room`: the calling store's own (random) mark, by which a release grants the lock directly to a
- * waiter that queued through the same store (lua/lib/hand-on.lua).
+ * `bound`: the calling store's own ARGV (its settings and room, see BoundArgs); omitted, those of
+ * a store made on its own with no room.
  */
 export interface ScriptCall<Request, Reply> extends Script {
   readonly handsOn: boolean;
-  readonly input: (prefix: string, name: string, request: Request, publish: string, room?: string) => ScriptInput;
+  readonly input: (prefix: string, name: string, request: Request, publish: string, bound?: BoundArgs) => ScriptInput;
   readonly reply: Decoder<Reply>;
 }
 
@@ -127,7 +168,7 @@ interface Spec<K, Request, Reply> {
   readonly access: Access;
   readonly layout: (prefix: string, name: string) => K;
   readonly keys: (keys: K) => readonly string[];
-  readonly args: (request: Request, keys: K, publish: string, room: string) => readonly (string | number)[];
+  readonly args: (request: Request, keys: K, publish: string, bound: BoundArgs) => readonly (string | number)[];
   readonly handsOn?: boolean;
   readonly reply: Decoder<Reply>;
 }
@@ -142,9 +183,9 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     access: spec.access,
     body: lua.replace(INCLUDE, '').trim(),
     handsOn: spec.handsOn ?? false,
-    input: (prefix, lock, request, publish, room = '') => {
+    input: (prefix, lock, request, publish, bound = UNBOUND) => {
       const k = layout(prefix, lock);
-      return { keys: keys(k), args: args(request, k, publish, room) };
+      return { keys: keys(k), args: args(request, k, publish, bound) };
     },
     reply: {
       codes: reply.codes,
@@ -164,8 +205,8 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
 const noKeys = (): null => null;
 
 /** The hand-on's ARGV, last in every script that may free a lock (see lib/hand-on.lua). */
-function handOnArgs(keys: LockKeys, publish: string, handOn: HandOn): (string | number)[] {
-  return [publish, keys.channel, handOn.reservation, handOn.announce ? '1' : '0'];
+function handOnArgs(keys: LockKeys, publish: string, bound: BoundArgs): (string | number)[] {
+  return [publish, keys.channel, bound.reservation, bound.announce];
 }
 
 const QUEUE_MODE = { join: '1', member: '2' } as const;
@@ -223,12 +264,6 @@ function sharedState(reply: readonly unknown[]): SharedState {
   return { mode, limit: shared === null || shared === 0 ? null : shared, holds, reserved };
 }
 
-/** The request of a call by an owner that may hand the lock on: release, leave. */
-export interface OwnerHandOn {
-  readonly owner: string;
-  readonly handOn: HandOn;
-}
-
 const DECLARED = {
   acquire: declare({
     name: 'acquire',
@@ -238,10 +273,10 @@ const DECLARED = {
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
     // A caller that will not wait never queues: the room (read only when queueing) is left out; only
     // a queued one may wake the waiter after it (ask_first), so only it is given the channel.
-    args: (r: AcquireRequest, k, publish, room) => {
-      const { owner, ttl, minFence = 0, queue, instance, fenceRetention, waiterLease } = r;
-      if (queue === undefined) return [owner, ttl, minFence, '0', instance, fenceRetention, waiterLease];
-      const head = [owner, ttl, minFence, QUEUE_MODE[queue], instance, fenceRetention, waiterLease, room];
+    args: (r: AcquireRequest, k, publish, b) => {
+      const { owner, ttl, minFence = 0, queue } = r;
+      if (queue === undefined) return [owner, ttl, minFence, '0', b.instance, b.fenceRetention, b.waiterLease];
+      const head = [owner, ttl, minFence, QUEUE_MODE[queue], b.instance, b.fenceRetention, b.waiterLease, b.room];
       return queue === 'member' ? [...head, publish, k.channel] : head;
     },
     handsOn: true,
@@ -258,11 +293,7 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    args: (r: OwnerHandOn, k, publish, room) => [
-      r.owner,
-      ...handOnArgs(k, publish, r.handOn),
-      r.handOn.direct === true ? room : '',
-    ],
+    args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b), b.directRoom],
     handsOn: true,
     reply: releaseCodes,
   }),
@@ -273,7 +304,7 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
-    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b)],
     handsOn: true,
     reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),
   }),
@@ -294,15 +325,15 @@ const DECLARED = {
     access: 'write',
     layout: lockKeys,
     keys: (k) => [k.lock, k.fence, k.waiters, k.alive, k.holds, k.grants],
-    args: (r: SharedRequest, k, publish) => [
+    args: (r: SharedRequest, k, publish, b) => [
       r.owner,
       r.ttl,
       r.limit,
       r.queue === undefined ? '0' : QUEUE_MODE[r.queue],
-      r.instance,
-      r.fenceRetention,
-      r.waiterLease,
-      ...handOnArgs(k, publish, r.handOn),
+      b.instance,
+      b.fenceRetention,
+      b.waiterLease,
+      ...handOnArgs(k, publish, b),
     ],
     handsOn: true,
     reply: byCode<SharedAcquireReply>({
@@ -318,7 +349,7 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.waiters, k.alive, k.holds, k.grants],
-    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b)],
     handsOn: true,
     reply: ownerCodes('released'),
   }),
@@ -329,7 +360,7 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.waiters, k.alive, k.holds, k.grants],
-    args: (r: OwnerHandOn, k, publish) => [r.owner, ...handOnArgs(k, publish, r.handOn)],
+    args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b)],
     handsOn: true,
     reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),
   }),
@@ -360,7 +391,7 @@ const DECLARED = {
     access: 'write',
     layout: lockKeys,
     keys: (k) => [k.fence],
-    args: (r: { readonly fence: number; readonly retention: number }) => [r.fence, r.retention],
+    args: (fence: number, _, _publish, b) => [fence, b.fenceRetention],
     reply: integerReply,
   }),
 
@@ -395,13 +426,13 @@ const DECLARED = {
     access: 'write',
     layout: jobKeys,
     keys: (k) => [k.lock, k.fence, k.tick, k.runs],
-    args: (r: ClaimRequest) => [
+    args: (r: ClaimRequest, _, _publish, b) => [
       r.owner,
       r.ttl,
       r.tick ?? '',
       r.instance,
       r.historyLimit,
-      r.fenceRetention,
+      b.fenceRetention,
       r.clockTolerance,
     ],
     reply: byCode<ClaimReply>({
@@ -418,14 +449,14 @@ const DECLARED = {
     access: 'free',
     layout: jobKeys,
     keys: (k) => [k.lock, k.runs, k.waiters, k.alive, k.fence],
-    args: (r: FinishRequest, k, publish) => [
+    args: (r: FinishRequest, k, publish, b) => [
       r.owner,
       r.fence,
       r.startedAt,
       r.outcome,
       r.error ?? '',
       r.lockAtLeastFor,
-      ...handOnArgs(k, publish, r.handOn),
+      ...handOnArgs(k, publish, b),
     ],
     handsOn: true,
     reply: byCode<FinishReply>({
@@ -471,7 +502,7 @@ const DECLARED = {
     access: 'free',
     layout: lockKeys,
     keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
-    args: (handOn: HandOn, k, publish) => handOnArgs(k, publish, handOn),
+    args: (_: undefined, k, publish, b) => handOnArgs(k, publish, b),
     handsOn: true,
     reply: byCode<ForceReleaseReply>({
       1: ([, owner, woken, counter]) => {

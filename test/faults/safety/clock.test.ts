@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Backend } from '../../../src/index.js';
 import { Leasehold, MemoryStore, type SkipReason } from '../../../src/index.js';
 import { jobKeys } from '../../../src/store/redis/keys.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { randomPrefix, startRedis } from '../../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
 
@@ -67,7 +68,7 @@ describe('a fast clock on one instance', () => {
     await run(async () => ({
       a: store,
       b: store,
-      lastTick: async (prefix) => (await store.scope(prefix).readJob('rates', 1)).lastTick,
+      lastTick: async (prefix) => (await store.bind(storeSettings({ prefix })).readJob('rates', 1)).lastTick,
     }));
   });
 });

@@ -7,8 +7,9 @@ import { mutex } from '../../../src/primitives/mutex.js';
 import { lockKeys } from '../../../src/store/index.js';
 import type { HandOn } from '../../../src/store/port.js';
 import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
-import { RedisStore } from '../../../src/store/redis/redis-store.js';
-import { SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { RedisStore, type RedisStoreOptions } from '../../../src/store/redis/redis-store.js';
+import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { Single } from '../../../src/topology/single.js';
 import { randomPrefix, startProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, singleOptions, slowPath, suiteServer } from './fixture.js';
@@ -34,11 +35,12 @@ describe('direct grant to a waiter of the releasing instance', () => {
     return locks;
   }
 
-  /** A Redis store of its own on the suite's server (what an instance's engine runs on). */
-  function storeOf(prefix: string): RedisStore {
+  /** A Redis store of its own on the suite's server (what an instance's engine runs on), with `settings`. */
+  function storeOf(prefix: string, settings: Omit<RedisStoreOptions, 'prefix'> = {}): RedisStore {
     const client = ioredis(redis.server.port);
     defer(() => client.disconnect());
-    const store = new RedisStore(new IORedisConnection(client as unknown as IORedisLike, () => {}), { prefix });
+    const connection = new IORedisConnection(client as unknown as IORedisLike, () => {});
+    const store = new RedisStore(connection, { prefix, ...settings });
     defer(() => store.close());
     return store;
   }
@@ -188,9 +190,9 @@ describe('direct grant to a waiter of the releasing instance', () => {
 
   it('the store keeps the grant for the waiter that waits here: its next acquire answers with no call, counted from before the release was sent; its leave gives it back', async () => {
     const prefix = randomPrefix();
-    const store = storeOf(prefix);
-    const lease = { ttl: 30_000, instance: 'test', fenceRetention: 60_000, waiterLease: 6_000 };
     const handOn: HandOn = { reservation: 1_000, announce: false, direct: true };
+    const store = storeOf(prefix, { instance: 'test', fenceRetention: 60_000, handOn });
+    const lease = { ttl: 30_000 };
     const keys = lockKeys(prefix, 'k');
     const queueBehind = async (holder: string, waiter: string) => {
       expect(await store.acquire('k', { owner: holder, ...lease })).toMatchObject({ acquired: true });
@@ -202,7 +204,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
 
     await queueBehind('A', 'W');
     const sentBefore = now();
-    expect(await store.release('k', 'A', handOn)).toBe('released');
+    expect(await store.release('k', 'A')).toBe('released');
     const heardBy = now();
     expect(await redis.admin.get(keys.lock)).toBe('W');
     await redis.admin.config('RESETSTAT');
@@ -219,25 +221,28 @@ describe('direct grant to a waiter of the releasing instance', () => {
 
     // V is granted the lock the same way, and leaves instead: the grant goes back on the server.
     expect(await store.acquire('k', { owner: 'V', queue: 'join', ...lease })).toMatchObject({ acquired: false });
-    expect(await store.release('k', 'W', handOn)).toBe('released');
+    expect(await store.release('k', 'W')).toBe('released');
     expect(await redis.admin.get(keys.lock)).toBe('V');
-    await store.leave('k', 'V', handOn);
+    await store.leave('k', 'V');
     expect(await redis.admin.exists(keys.lock)).toBe(0);
     // And nothing is kept for V: an acquire of its token asks the server, and takes the free lock.
     await redis.admin.config('RESETSTAT');
     expect(await store.acquire('k', { owner: 'V', queue: 'member', ...lease })).toMatchObject({ acquired: true });
     expect(await fcalls()).toBe(1);
-    await store.release('k', 'V', handOn);
+    await store.release('k', 'V');
 
     // A waiter that does not wait here (none of this store's answered for X): given back at once.
     await queueBehind('B', 'X');
-    expect(await store.release('k', 'B', handOn)).toBe('released');
+    expect(await store.release('k', 'B')).toBe('released');
     await waitFor(async () => (await redis.admin.exists(keys.lock)) === 0);
   });
 
   it('the engine counts a kept grant’s validity from before the release was sent, however late the waiter takes it', async () => {
-    const store = storeOf(randomPrefix());
-    const options = singleOptions({ reservation: 1_000, announce: false, direct: true });
+    const store = storeOf(randomPrefix(), {
+      instance: 'test',
+      handOn: { reservation: 1_000, announce: false, direct: true },
+    });
+    const options = singleOptions();
     const engine = new Single(mutex, store, false, options);
     const ttl = 10_000;
     expect(await engine.attempt('k', 'A', ttl, 0, true)).toMatchObject({ acquired: true });
@@ -262,15 +267,9 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const lock = await a.acquire('r', { ttl: 10_000 });
     const keys = lockKeys(prefix, 'r');
     await redis.admin.pexpire(keys.lock, 100);
-    const request = {
-      owner: lock.owner,
-      ttl: 10_000,
-      queue: 'member' as const,
-      instance: 'test',
-      fenceRetention: 60_000,
-      waiterLease: 6_000,
-    };
-    const { keys: k, args } = SCRIPTS.acquire.input(prefix, 'r', request, 'PUBLISH');
+    const request = { owner: lock.owner, ttl: 10_000, queue: 'member' as const };
+    const bound = boundArgs(storeSettings({ instance: 'test', fenceRetention: 60_000 }));
+    const { keys: k, args } = SCRIPTS.acquire.input(prefix, 'r', request, 'PUBLISH', bound);
     const reply = (await redis.admin.eval(SCRIPTS.acquire.source, k.length, ...k, ...args)) as [number, number];
     expect(reply[0]).toBe(1);
     expect(Number(reply[1])).toBe(lock.fencingToken);

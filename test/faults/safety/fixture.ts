@@ -2,7 +2,6 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { DEFAULTS } from '../../../src/core/defaults.js';
 import { EvictionCheck } from '../../../src/store/eviction-check.js';
-import type { HandOn } from '../../../src/store/port.js';
 import type { SingleOptions } from '../../../src/topology/single.js';
 import { type RedisServer, startProxy, startRedis, type TcpProxy } from '../../harness/index.js';
 
@@ -64,16 +63,12 @@ export async function slowPath(server: RedisServer, latency: number): Promise<{ 
   return { proxy, client };
 }
 
-/** A single-store engine's settings as an instance with the defaults has them, releases handing on by `handOn`. */
-export function singleOptions(handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false }): SingleOptions {
+/** A single-store engine's settings as an instance with the defaults has them (the store's are the store's own). */
+export function singleOptions(): SingleOptions {
   return {
     commandTimeout: DEFAULTS.commandTimeout,
     driftFactor: DEFAULTS.driftFactor,
     driftConstant: DEFAULTS.driftConstant,
-    instance: 'test',
-    fenceRetention: DEFAULTS.fenceRetention,
-    waiterLease: DEFAULTS.waiterLease,
-    handOn,
     eviction: new EvictionCheck([], 'ignore', () => {}),
   };
 }

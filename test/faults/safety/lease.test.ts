@@ -4,6 +4,7 @@ import { now, validUntil } from '../../../src/core/clock.js';
 import { Leasehold, type Lock, LockLostError, LockTimeoutError, MemoryStore } from '../../../src/index.js';
 import { mutex } from '../../../src/primitives/mutex.js';
 import { resolveStore } from '../../../src/store/registry.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { Single } from '../../../src/topology/single.js';
 import { type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
 import { blockFor, deferrals, ioredis, singleOptions, slowPath } from './fixture.js';
@@ -126,14 +127,13 @@ describe('no dead lease is handed out', () => {
     defer(() => proxy.close());
     defer(() => client.disconnect());
     const options = singleOptions();
-    const { store } = resolveStore(client, { prefix, onError: () => {} });
+    const { store } = resolveStore(client, { ...storeSettings({ prefix }), onError: () => {} });
     const ttl = 30;
     // The store itself, through the same 50 ms round trip: it grants, and the grant's validity,
     // counted from when the request was sent, is over before the reply arrives. An engine that
     // trusted the reply would hand out this dead lease.
     const sentAt = now();
-    const { instance, fenceRetention, waiterLease } = options;
-    const reply = await store.acquire('x', { owner: 'owner-a', ttl, instance, fenceRetention, waiterLease });
+    const reply = await store.acquire('x', { owner: 'owner-a', ttl });
     const arrived = now();
     expect(reply.acquired).toBe(true);
     expect(validUntil(sentAt, ttl, options.driftFactor, options.driftConstant)).toBeLessThan(arrived);

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
 import { Leasehold, MemoryStore } from '../../../src/index.js';
 import type { HandOff, Store } from '../../../src/store/port.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { waitFor } from '../../harness/index.js';
 
 /** The memory store with a watch that takes `ms` to go live, as a slow network's subscription would. */
@@ -16,7 +17,7 @@ function slowToSubscribe(store: MemoryStore, ms: number): Store {
         };
       }
       // A Leasehold takes the store's scope for its prefix: that scope is slow too.
-      if (prop === 'scope') return (prefix: string) => slowToSubscribe(target.scope(prefix), ms);
+      if (prop === 'scope') return (prefix: string) => slowToSubscribe(target.bind(storeSettings({ prefix })), ms);
       const value: unknown = Reflect.get(target, prop, target);
       return typeof value === 'function' ? value.bind(target) : value;
     },

@@ -84,7 +84,7 @@ describe('diagnostics_channel', () => {
     await held.release();
     const next = await waiting;
     expect(handoffs).toContainEqual(expect.objectContaining({ name: 'x', woken: next.owner }));
-    await store.forceRelease('x', { reservation: 250, announce: false });
+    await store.forceRelease('x');
     await expect(next.extend()).rejects.toThrow();
     expect(lost).toContainEqual(expect.objectContaining({ name: 'x', reason: 'expired', instance: 'pod-a' }));
   });

@@ -72,7 +72,7 @@ describe('leasehold/otel', () => {
     await expect(b.acquire('x', { wait: 0 })).rejects.toThrow();
     const failed = spans.getFinishedSpans().find((s) => s.attributes['leasehold.outcome'] === 'LOCK_TIMEOUT');
     expect(failed?.status.code).toBe(2);
-    await store.forceRelease('x', { reservation: 250, announce: false });
+    await store.forceRelease('x');
     await expect(held.extend()).rejects.toThrow();
     expect(await points(METRICS.lost)).toContainEqual(
       expect.objectContaining({

@@ -3,6 +3,7 @@ import { describe, it } from 'vitest';
 import { Leasehold, MemoryStore } from '../../../src/index.js';
 import type { SharedStore } from '../../../src/store/port.js';
 import { resolveStore } from '../../../src/store/registry.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { randomPrefix } from '../../harness/index.js';
 import { suiteRedis } from './redis-fixture.js';
 import { type Command, EXAMPLES, type ModelBackend, semaphoreProperty } from './semaphore-model.js';
@@ -18,7 +19,7 @@ const examples = EXAMPLES.map((e) => [e as Command[]] as [Command[]]);
 
 describe('a semaphore checked against a model', () => {
   it('MemoryStore', async () => {
-    const store = new MemoryStore().scope(randomPrefix());
+    const store = new MemoryStore().bind(storeSettings({ prefix: randomPrefix() }));
     const backend: ModelBackend = {
       make: async () => new Leasehold(store),
       holds: async (name) => (await store.inspectShared(name)).holds.length,
@@ -31,7 +32,8 @@ describe('a semaphore checked against a model', () => {
 
     it('ioredis, one client per instance', async () => {
       const prefix = randomPrefix();
-      const store = resolveStore(redis.client(), { prefix, onError: () => {} }).store as unknown as SharedStore;
+      const store = resolveStore(redis.client(), { ...storeSettings({ prefix }), onError: () => {} })
+        .store as unknown as SharedStore;
       const backend: ModelBackend = {
         make: async () => new Leasehold(redis.client(), { prefix }),
         holds: async (name) => (await store.inspectShared(name)).holds.length,

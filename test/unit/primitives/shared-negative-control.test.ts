@@ -5,6 +5,7 @@ import type { Store } from '../../../src/store/index.js';
 import type { SharedRequest } from '../../../src/store/port.js';
 import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { resolveStore } from '../../../src/store/registry.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { writerUnderReaders } from '../../contract/shared.js';
 import { randomPrefix } from '../../harness/index.js';
 import { suiteRedis } from './redis-fixture.js';
@@ -35,7 +36,7 @@ function replaceFunction(name: string, body: string): (source: string) => string
 /** A Redis store under `prefix` whose acquire-shared runs `patch(source)` instead (by EVAL). */
 function patched(prefix: string, patch: ((source: string) => string) | undefined): Store {
   const redis = client();
-  const { store } = resolveStore(redis, { prefix, onError: () => {} });
+  const { store } = resolveStore(redis, { ...storeSettings({ prefix }), onError: () => {} });
   if (!patch) return store;
   const script = SCRIPTS.acquireShared;
   const source = patch(script.source);
@@ -61,7 +62,7 @@ function leasehold(prefix: string, patch?: (source: string) => string): Leasehol
 /** The model check of semaphore-model.ts on a semaphore with `patch`: its counterexample's message, or null. */
 async function modelCheck(patch: ((source: string) => string) | undefined, numRuns: number): Promise<string | null> {
   const prefix = randomPrefix();
-  const inspector = resolveStore(client(), { prefix, onError: () => {} }).store;
+  const inspector = resolveStore(client(), { ...storeSettings({ prefix }), onError: () => {} }).store;
   const backend: ModelBackend = {
     make: async () => new Leasehold(patched(prefix, patch), { prefix }),
     holds: async (name) => (await inspector.inspectShared?.(name))?.holds.length ?? 0,

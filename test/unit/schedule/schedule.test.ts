@@ -13,6 +13,7 @@ import {
   StoreUnavailableError,
 } from '../../../src/index.js';
 import type { ClaimReply, ClaimRequest } from '../../../src/store/port.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 import { leftBehind, NOTHING, watchTimers } from '../../harness/leaks.js';
 
@@ -281,7 +282,7 @@ describe('schedule: runs, events, stop and close', () => {
   });
 
   it('a lost lease aborts the signal with a LockLostError, emits jobLost and records lost', async () => {
-    const store = new MemoryStore().scope('lost');
+    const store = new MemoryStore().bind(storeSettings({ prefix: 'lost' }));
     const locks = new Leasehold(store, { prefix: 'lost' });
     instances.push(locks);
     const events: Array<{ reason: string; fencingToken: number }> = [];
@@ -293,10 +294,7 @@ describe('schedule: runs, events, stop and close', () => {
       async (signal, run) => {
         fence = run.fencingToken ?? 0;
         // Behind the run's back, as an operator or a failover would.
-        await store.release('job', run.lock?.owner ?? '', {
-          reservation: DEFAULTS.reservation,
-          announce: false,
-        });
+        await store.release('job', run.lock?.owner ?? '');
         await new Promise((resolve) => signal.addEventListener('abort', resolve));
         reason = signal.reason;
         expect(() => assertLocked()).toThrow(LockLostError);

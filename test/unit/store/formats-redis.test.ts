@@ -30,18 +30,28 @@ import { randomPrefix } from '../../harness/index.js';
 const TTL = 30_000;
 const RETENTION = 60_000;
 const WAITER_LEASE = 5_000;
-const handOn: HandOn = { reservation: 1_000, announce: false };
+/** Every store's hand-on: a release grants the lock outright to a waiter queued through its own store. */
+const handOn: HandOn = { reservation: 1_000, announce: false, direct: true };
 
 describe('kept values on a real redis-server', () => {
   const redis = suiteServer();
 
-  /** Two stores on one prefix (two instances), and reads of the raw keys of a lock name. */
+  /** Stores on one prefix (one per instance label), and reads of the raw keys of a lock name. */
   function setup() {
     const prefix = randomPrefix();
-    const store = () => {
-      const connection = new IORedisConnection(ioredis(redis.server.port) as unknown as IORedisLike, () => {});
-      return new RedisStore(connection, { prefix });
+    const stores = new Map<string, RedisStore>();
+    /** The store of the instance labelled `instance`: one per label, each its own connection and room. */
+    const storeOf = (instance: string) => {
+      let store = stores.get(instance);
+      if (store === undefined) {
+        const connection = new IORedisConnection(ioredis(redis.server.port) as unknown as IORedisLike, () => {});
+        const settings = { prefix, instance, fenceRetention: RETENTION, waiterLease: WAITER_LEASE, handOn };
+        store = new RedisStore(connection, settings);
+        stores.set(instance, store);
+      }
+      return store;
     };
+    const close = () => Promise.all([...stores.values()].map((s) => s.close()));
     const admin = redis.admin;
     const lock = async (name: string) => {
       const raw = await admin.get(lockKeys(prefix, name).lock);
@@ -64,17 +74,10 @@ describe('kept values on a real redis-server', () => {
       return decodeWaiter(raw);
     };
     const queue = (name: string) => admin.zrange(lockKeys(prefix, name).waiters, 0, -1);
-    const stores = [store(), store()] as const;
-    return { prefix, admin, stores, lock, fence, grant, waiter, queue };
+    return { prefix, admin, storeOf, close, lock, fence, grant, waiter, queue };
   }
 
-  const request = (owner: string, instance: string) => ({
-    owner,
-    ttl: TTL,
-    instance,
-    fenceRetention: RETENTION,
-    waiterLease: WAITER_LEASE,
-  });
+  const request = (owner: string) => ({ owner, ttl: TTL });
 
   /** A server time read as the client's clock brackets it (one host: one clock). */
   function within(us: number, before: number, after: number): void {
@@ -83,24 +86,24 @@ describe('kept values on a real redis-server', () => {
   }
 
   it('a counter raise-fence lifted alone is its token, and inspect reports that token', async () => {
-    const { stores, fence } = setup();
-    const [mine] = stores;
+    const { storeOf, close, fence } = setup();
+    const mine = storeOf('pod r');
     try {
-      const raised = await mine.raiseFence('r', 12_345, RETENTION);
+      const raised = await mine.raiseFence('r', 12_345);
       expect(raised).toBeGreaterThanOrEqual(12_345);
       expect(await fence('r')).toEqual({ token: raised, grant: null, releasedBy: null });
       expect((await mine.inspect('r')).fence).toBe(raised);
     } finally {
-      await Promise.all(stores.map((s) => s.close()));
+      await close();
     }
   });
 
   it('an acquire, a queue, and releases that reserve the lock and grant it outright', async () => {
-    const { stores, lock, fence, waiter, queue } = setup();
-    const [mine, theirs] = stores;
+    const { storeOf, close, lock, fence, waiter, queue } = setup();
+    const [mine, theirs] = [storeOf('pod w'), storeOf('pod x')];
     try {
       const before = Date.now();
-      const a = await mine.acquire('m', request('A', 'pod a 1'));
+      const a = await storeOf('pod a 1').acquire('m', request('A'));
       const after = Date.now();
       if (!a.acquired) throw new Error('not acquired');
       expect(await lock('m')).toEqual(heldBy('A'));
@@ -108,10 +111,10 @@ describe('kept values on a real redis-server', () => {
       expect(granted).toMatchObject({ token: a.fence, grant: { instance: 'pod a 1' }, releasedBy: null });
       within(granted.grant?.takenAtUs ?? 0, before, after);
 
-      // W queues through this store, X through another: the lock is flagged, each has its entry.
+      // W queues through its own store, X through another: the lock is flagged, each has its entry.
       const queuedAt = Date.now();
-      expect(await mine.acquire('m', { ...request('W', 'pod w'), queue: 'join' })).toMatchObject({ acquired: false });
-      expect(await theirs.acquire('m', { ...request('X', 'pod x'), queue: 'join' })).toMatchObject({ acquired: false });
+      expect(await mine.acquire('m', { ...request('W'), queue: 'join' })).toMatchObject({ acquired: false });
+      expect(await theirs.acquire('m', { ...request('X'), queue: 'join' })).toMatchObject({ acquired: false });
       const queuedBy = Date.now();
       expect(await lock('m')).toEqual(heldBy('A', true));
       expect(await queue('m')).toEqual(['W', 'X']);
@@ -126,7 +129,7 @@ describe('kept values on a real redis-server', () => {
       // that it waits here): its grant is recorded, and A's release mark is kept after it (a
       // re-sent release still answers released).
       const stop = await mine.watch('m', (handOff) => handOff.woken === 'W');
-      expect(await mine.release('m', 'A', { ...handOn, direct: true })).toBe('released');
+      expect(await mine.release('m', 'A')).toBe('released');
       expect(await lock('m')).toEqual(heldBy('W', true));
       const handed = await fence('m');
       expect(handed).toMatchObject({ grant: { instance: 'pod w' }, releasedBy: 'A' });
@@ -135,21 +138,20 @@ describe('kept values on a real redis-server', () => {
       stop();
 
       // W's release through its store reserves the lock for X, who queued elsewhere.
-      expect(await mine.release('m', 'W', { ...handOn, direct: true })).toBe('released');
+      expect(await mine.release('m', 'W')).toBe('released');
       expect(await lock('m')).toEqual(reservedFor(['X']));
       expect(await fence('m')).toMatchObject({ token: handed.token, releasedBy: 'W' });
     } finally {
-      for (const store of stores) await store.close();
+      await close();
     }
   });
 
   it('a semaphore: the mark, each hold’s grant, a shared waiter, and the permit a release reserves for it', async () => {
-    const { prefix, admin, stores, lock, fence, grant, waiter } = setup();
-    const [mine, theirs] = stores;
-    const shared = (owner: string, instance: string) => ({ ...request(owner, instance), limit: 2, handOn });
+    const { prefix, admin, storeOf, close, lock, fence, grant, waiter } = setup();
+    const shared = (owner: string) => ({ ...request(owner), limit: 2 });
     try {
-      const s1 = await mine.acquireShared('s', shared('S1', 'pod 1'));
-      const s2 = await theirs.acquireShared('s', shared('S2', 'pod 2'));
+      const s1 = await storeOf('pod 1').acquireShared('s', shared('S1'));
+      const s2 = await storeOf('pod 2').acquireShared('s', shared('S2'));
       if (!s1.acquired || !s2.acquired) throw new Error('not acquired');
       expect(await lock('s')).toEqual(sharedBy(2));
       expect(await grant('s', 'S1')).toMatchObject({ token: s1.fence, grant: { instance: 'pod 1' }, releasedBy: null });
@@ -157,53 +159,53 @@ describe('kept values on a real redis-server', () => {
       // The counter records the latest grant.
       expect(await fence('s')).toMatchObject({ token: s2.fence, grant: { instance: 'pod 2' } });
 
-      expect(await mine.acquireShared('s', { ...shared('S3', 'pod 3'), queue: 'join' })).toMatchObject({
+      expect(await storeOf('pod 3').acquireShared('s', { ...shared('S3'), queue: 'join' })).toMatchObject({
         acquired: false,
       });
       expect(await lock('s')).toEqual(sharedBy(2, true));
       expect(await waiter('s', 'S3')).toMatchObject({ shared: 2, direct: null });
 
       // S1's release reserves its permit for S3: a hold without a grant until S3 comes.
-      expect(await mine.releaseShared('s', 'S1', handOn)).toBe('released');
+      expect(await storeOf('pod 1').releaseShared('s', 'S1')).toBe('released');
       const holds = lockKeys(prefix, 's').holds;
       expect(Number(await admin.zscore(holds, 'S1'))).toBe(0);
       expect(Number(await admin.zscore(holds, 'S3'))).toBeGreaterThan(0);
       expect(await admin.hget(lockKeys(prefix, 's').grants, 'S3')).toBeNull();
-      const s3 = await mine.acquireShared('s', { ...shared('S3', 'pod 3'), queue: 'member' });
+      const s3 = await storeOf('pod 3').acquireShared('s', { ...shared('S3'), queue: 'member' });
       if (!s3.acquired) throw new Error('not acquired');
       expect(await grant('s', 'S3')).toMatchObject({ token: s3.fence, grant: { instance: 'pod 3' } });
       // The mark of waiters stays until the lock is free again.
       expect(await lock('s')).toEqual(sharedBy(2, true));
     } finally {
-      for (const store of stores) await store.close();
+      await close();
     }
   });
 
   it('a read-write lock: shared holds, an exclusive waiter behind them, and the lock reserved for it', async () => {
-    const { stores, lock, waiter } = setup();
-    const [mine, theirs] = stores;
+    const { storeOf, close, lock, waiter } = setup();
+    const [mine, theirs] = [storeOf('reader'), storeOf('writer')];
     try {
-      const r = await mine.acquireShared('rw', { ...request('R', 'reader'), limit: 0, handOn });
+      const r = await mine.acquireShared('rw', { ...request('R'), limit: 0 });
       expect(r).toMatchObject({ acquired: true });
       expect(await lock('rw')).toEqual(sharedBy(0));
-      expect(await theirs.acquire('rw', { ...request('E', 'writer'), queue: 'join' })).toMatchObject({
+      expect(await theirs.acquire('rw', { ...request('E'), queue: 'join' })).toMatchObject({
         acquired: false,
       });
       expect(await lock('rw')).toEqual(sharedBy(0, true));
       expect(await waiter('rw', 'E')).toMatchObject({ shared: null, direct: { instance: 'writer' } });
-      expect(await mine.releaseShared('rw', 'R', handOn)).toBe('released');
+      expect(await mine.releaseShared('rw', 'R')).toBe('released');
       expect(await lock('rw')).toEqual(reservedFor(['E']));
     } finally {
-      for (const store of stores) await store.close();
+      await close();
     }
   });
 
   it('a job tick: the run record as claimed, then as finished', async () => {
-    const { prefix, admin, stores, lock, fence } = setup();
-    const [mine] = stores;
+    const { prefix, admin, storeOf, close, lock, fence } = setup();
+    const mine = storeOf('pod j');
     const keys = jobKeys(prefix, 'job');
     const tick = Date.now() - 1_000;
-    const claim = { ttl: TTL, instance: 'pod j', historyLimit: 5, fenceRetention: RETENTION, clockTolerance: 1_000 };
+    const claim = { ttl: TTL, instance: 'pod j', historyLimit: 5, clockTolerance: 1_000 };
     try {
       const claimed = await mine.claimTick('job', { owner: 'J', tick, ...claim });
       if (!claimed.claimed) throw new Error('not claimed');
@@ -223,7 +225,7 @@ describe('kept values on a real redis-server', () => {
         },
       ]);
 
-      const finish = { owner: 'J', fence: claimed.fence, startedAt: claimed.startedAt, lockAtLeastFor: 0, handOn };
+      const finish = { owner: 'J', fence: claimed.fence, startedAt: claimed.startedAt, lockAtLeastFor: 0 };
       const before = Date.now();
       expect(await mine.finishTick('job', { ...finish, outcome: 'failed', error: 'boom' })).toEqual({
         lease: 'released',
@@ -241,7 +243,7 @@ describe('kept values on a real redis-server', () => {
       expect(await lock('job')).toBeNull();
       expect(await fence('job')).toMatchObject({ token: claimed.fence, releasedBy: 'J' });
     } finally {
-      for (const store of stores) await store.close();
+      await close();
     }
   });
 });

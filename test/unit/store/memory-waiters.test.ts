@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { now } from '../../../src/core/clock.js';
 import { DEFAULTS, Leasehold, MemoryStore } from '../../../src/index.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 
 /**
@@ -23,18 +24,11 @@ describe('memory store: dead waiters', () => {
       opened.push(locks);
       return locks;
     };
-    const scoped = store.scope(prefix);
+    const scoped = store.bind(storeSettings({ prefix }));
+    const dead = store.bind(storeSettings({ prefix, instance: 'dead' }));
     const queued = async (name: string) => (await scoped.queued(name, 0)).count;
     /** A waiter that queues once and never tries again. */
-    const deadWaiter = (name: string, owner: string) =>
-      scoped.acquire(name, {
-        owner,
-        ttl: 10_000,
-        queue: 'join',
-        instance: 'dead',
-        fenceRetention: DEFAULTS.fenceRetention,
-        waiterLease: DEFAULTS.waiterLease,
-      });
+    const deadWaiter = (name: string, owner: string) => dead.acquire(name, { owner, ttl: 10_000, queue: 'join' });
     return { instance, queued, deadWaiter };
   }
 

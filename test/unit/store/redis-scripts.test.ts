@@ -95,15 +95,16 @@ function sample(alternative: Documented): unknown {
   return alternative.parts.map((p) => (INTEGER.test(p) ? Number(p) : '7'));
 }
 
+/** The real server's store hands a freed lock on by reserving it, never granting it outright. */
 const handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false };
 
 /** A request for each script, to count the KEYS and ARGV its declaration builds. */
 const REQUESTS: Readonly<Record<string, unknown>> = {
-  acquire: { owner: 'o', ttl: 1_000, instance: 'i', fenceRetention: 1_000, waiterLease: 1_000, queue: 'member' },
-  release: { owner: 'o', handOn },
-  leave: { owner: 'o', handOn },
+  acquire: { owner: 'o', ttl: 1_000, queue: 'member' },
+  release: 'o',
+  leave: 'o',
   extend: { owner: 'o', ttl: 1_000 },
-  'raise-fence': { fence: 1, retention: 1_000 },
+  'raise-fence': 1,
   inspect: undefined,
   'claim-tick': {
     owner: 'o',
@@ -111,12 +112,10 @@ const REQUESTS: Readonly<Record<string, unknown>> = {
     tick: 1,
     instance: 'i',
     historyLimit: 5,
-    fenceRetention: 1_000,
     clockTolerance: 1_000,
   },
   'finish-tick': {
     owner: 'o',
-    handOn,
     fence: 1,
     startedAt: 1,
     outcome: 'ok',
@@ -125,21 +124,17 @@ const REQUESTS: Readonly<Record<string, unknown>> = {
   },
   'read-job': 5,
   'forget-job': undefined,
-  'force-release': handOn,
+  'force-release': undefined,
   queued: 5,
   'scan-locks': { cursor: '0', pattern: 'p:{*}', count: 10 },
   'acquire-shared': {
     owner: 'o',
     ttl: 1_000,
     limit: 2,
-    instance: 'i',
-    fenceRetention: 1_000,
-    waiterLease: 1_000,
     queue: 'join',
-    handOn,
   },
-  'release-shared': { owner: 'o', handOn },
-  'leave-shared': { owner: 'o', handOn },
+  'release-shared': 'o',
+  'leave-shared': 'o',
   'extend-shared': { owner: 'o', ttl: 1_000 },
   'inspect-shared': undefined,
 };
@@ -229,20 +224,21 @@ describe('on a real redis-server', () => {
   it('every documented code of every script is produced, decodes, and no other code comes back', async () => {
     const client = ioredis(redis.server.port);
     const { connection, replies } = recording(new IORedisConnection(client as unknown as IORedisLike, () => {}));
-    const store = new RedisStore(connection, { prefix: randomPrefix() });
+    const settings = { prefix: randomPrefix(), instance: 'test', fenceRetention: 60_000, waiterLease: 5_000, handOn };
+    const store = new RedisStore(connection, settings);
     try {
-      const lease = { ttl: 30_000, instance: 'test', fenceRetention: 60_000, waiterLease: 5_000 };
+      const lease = { ttl: 30_000 };
       // acquire: acquired, refused (and queued); release: released, released again, expired, not-owner.
       expect(await store.acquire('a', { owner: 'A', ...lease })).toMatchObject({ acquired: true });
       expect(await store.acquire('a', { owner: 'W', ...lease, queue: 'join' })).toMatchObject({ acquired: false });
-      expect(await store.release('a', 'B', handOn)).toBe('not-owner');
-      expect(await store.release('a', 'A', handOn)).toBe('released');
-      expect(await store.release('a', 'A', handOn)).toBe('released');
-      expect(await store.release('never', 'A', handOn)).toBe('expired');
+      expect(await store.release('a', 'B')).toBe('not-owner');
+      expect(await store.release('a', 'A')).toBe('released');
+      expect(await store.release('a', 'A')).toBe('released');
+      expect(await store.release('never', 'A')).toBe('expired');
       // leave: the waiter the release handed the lock to passes it on; another only leaves the queue.
       expect((await store.queued('a', 5)).reserved?.owner).toBe('W');
-      await store.leave('a', 'W', handOn);
-      await store.leave('a', 'X', handOn);
+      await store.leave('a', 'W');
+      await store.leave('a', 'X');
       expect((await store.queued('a', 5)).reserved).toBeNull();
       // extend: extended, not-owner, expired.
       expect(await store.acquire('e', { owner: 'A', ...lease })).toMatchObject({ acquired: true });
@@ -250,11 +246,11 @@ describe('on a real redis-server', () => {
       expect(await store.extend('e', 'B', 30_000)).toBe('not-owner');
       expect(await store.extend('never', 'A', 30_000)).toBe('expired');
       // force-release: released, then not-held.
-      expect(await store.forceRelease('e', handOn)).toMatchObject({ result: 'released', owner: 'A', woken: null });
-      expect(await store.forceRelease('e', handOn)).toEqual({ result: 'not-held' });
+      expect(await store.forceRelease('e')).toMatchObject({ result: 'released', owner: 'A', woken: null });
+      expect(await store.forceRelease('e')).toEqual({ result: 'not-held' });
 
-      const claim = { ttl: 30_000, instance: 'test', historyLimit: 5, fenceRetention: 60_000, clockTolerance: 1_000 };
-      const finish = { handOn, outcome: 'ok' as const, error: null };
+      const claim = { ttl: 30_000, instance: 'test', historyLimit: 5, clockTolerance: 1_000 };
+      const finish = { outcome: 'ok' as const, error: null };
       // claim-tick: claimed, locked, already-ran, clock-skew.
       const tick = Date.now() - 60_000;
       const c1 = await store.claimTick('job', { owner: 'J1', ...claim, tick });
@@ -276,20 +272,20 @@ describe('on a real redis-server', () => {
       // finish-tick: expired (the lease was deleted under it), not-owner (another owner took it since).
       const c2 = await store.claimTick('job', { owner: 'J2', ...claim, tick: null });
       if (!c2.claimed) throw new Error('the second claim was refused');
-      await store.forceRelease('job', handOn);
+      await store.forceRelease('job');
       expect(await store.finishTick('job', { owner: 'J2', ...finish, ...c2, lockAtLeastFor: 0 })).toEqual({
         lease: 'expired',
       });
       const c3 = await store.claimTick('job', { owner: 'J3', ...claim, tick: null });
       if (!c3.claimed) throw new Error('the third claim was refused');
-      await store.forceRelease('job', handOn);
+      await store.forceRelease('job');
       expect(await store.acquire('job', { owner: 'M', ...lease })).toMatchObject({ acquired: true });
       expect(await store.finishTick('job', { owner: 'J3', ...finish, ...c3, lockAtLeastFor: 0 })).toEqual({
         lease: 'not-owner',
       });
 
       // The scripts without a code: their replies decode too.
-      expect(await store.raiseFence('a', 1, 60_000)).toBeGreaterThan(1);
+      expect(await store.raiseFence('a', 1)).toBeGreaterThan(1);
       expect(await store.inspect('job')).toMatchObject({ owner: 'M' });
       expect((await store.readJob('job', 5)).runs.map((r) => r.fence)).toEqual([c3.fence, c2.fence, c1.fence]);
       await store.forgetJob('job');
@@ -300,7 +296,7 @@ describe('on a real redis-server', () => {
 
       // The shared holds' scripts: acquired, refused (and queued), held as another kind; extended,
       // expired, not-owner; released, expired, not-owner; a reserved permit passed on, or only left.
-      const shared = { ...lease, limit: 1, handOn };
+      const shared = { ...lease, limit: 1 };
       expect(await store.acquireShared('h', { owner: 'S1', ...shared })).toMatchObject({ acquired: true });
       expect(await store.acquireShared('h', { owner: 'S2', ...shared, queue: 'join' })).toMatchObject({
         acquired: false,
@@ -314,13 +310,13 @@ describe('on a real redis-server', () => {
       expect(await store.acquireShared('job', { owner: 'S4', ...shared })).toEqual({ acquired: false, heldAs: -1 });
       expect(await store.extendShared('h', 'S1', 30_000)).toBe('extended');
       expect(await store.extendShared('h', 'S9', 30_000)).toBe('expired');
-      expect(await store.releaseShared('h', 'S1', handOn)).toBe('released');
+      expect(await store.releaseShared('h', 'S1')).toBe('released');
       expect((await store.inspectShared('h')).reserved).toEqual(['S2']);
-      await store.leaveShared('h', 'S2', handOn);
-      await store.leaveShared('h', 'S9', handOn);
-      expect(await store.releaseShared('h', 'S9', handOn)).toBe('expired');
+      await store.leaveShared('h', 'S2');
+      await store.leaveShared('h', 'S9');
+      expect(await store.releaseShared('h', 'S9')).toBe('expired');
       expect(await store.extendShared('job', 'S9', 30_000)).toBe('not-owner');
-      expect(await store.releaseShared('job', 'S9', handOn)).toBe('not-owner');
+      expect(await store.releaseShared('job', 'S9')).toBe('not-owner');
 
       for (const script of ALL) {
         const seen = replies.get(script.name) ?? [];
