@@ -46,7 +46,8 @@ await build({
       `export { Single } from '${src}topology/single.ts';`,
       `export { EvictionCheck } from '${src}store/eviction-check.ts';`,
       `export { DEFAULTS } from '${src}core/defaults.ts';`,
-      `export { SCRIPTS } from '${src}store/redis/scripts.ts';`,
+      `export { SCRIPTS, boundArgs } from '${src}store/redis/scripts.ts';`,
+      `export { storeSettings } from '${src}store/settings.ts';`,
       `export { lockKeys } from '${src}store/redis/keys.ts';`,
     ].join('\n'),
     resolveDir: src,
@@ -69,26 +70,20 @@ const lh = new L.Leasehold(client);
 try {
   await (await lh.acquire('warm', { ttl: TTL })).release();
   const { DEFAULTS } = L;
-  const { store } = L.resolveStore(client, { prefix: 'layers', onError: () => {} });
-  const handOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: false, direct: true });
-  const settings = {
-    instance: 'layers-bench',
-    fenceRetention: DEFAULTS.fenceRetention,
-    waiterLease: DEFAULTS.waiterLease,
-  };
+  const settings = L.storeSettings({ prefix: 'layers', instance: 'layers-bench' });
+  const { store } = L.resolveStore(client, { ...settings, onError: () => {} });
   const engine = new L.Single(L.mutex, store, false, {
     commandTimeout: DEFAULTS.commandTimeout,
     driftFactor: DEFAULTS.driftFactor,
     driftConstant: DEFAULTS.driftConstant,
-    ...settings,
-    handOn,
     eviction: new L.EvictionCheck([store], 'warn', () => {}),
   });
   const floor = await fencedFloorOn(client);
   // Through the store once, so its library is loaded; then its functions, called as the store calls them.
-  await store.acquire('raw', { owner: 'warm-owner', ttl: TTL, ...settings });
-  await store.release('raw', 'warm-owner', handOn);
-  const raw = (script, request, publish) => script.input('layers', 'raw', request, publish, 'room');
+  await store.acquire('raw', { owner: 'warm-owner', ttl: TTL });
+  await store.release('raw', 'warm-owner');
+  const bound = L.boundArgs(settings, 'room');
+  const raw = (script, request, publish) => script.input('layers', 'raw', request, publish, bound);
   let n = 0;
   const owner = () => `layers-bench-owner-${n++}`;
   const rows = {
@@ -97,15 +92,15 @@ try {
     },
     "leasehold's functions, raw": async () => {
       const t = owner();
-      const a = raw(L.SCRIPTS.acquire, { owner: t, ttl: TTL, ...settings }, '');
+      const a = raw(L.SCRIPTS.acquire, { owner: t, ttl: TTL }, '');
       await client.fcall(L.SCRIPTS.acquire.fn, a.keys.length, ...a.keys, ...a.args);
-      const r = raw(L.SCRIPTS.release, { owner: t, handOn }, 'PUBLISH');
+      const r = raw(L.SCRIPTS.release, { owner: t }, 'PUBLISH');
       await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args);
     },
     store: async () => {
       const t = owner();
-      await store.acquire('store', { owner: t, ttl: TTL, ...settings });
-      await store.release('store', t, handOn);
+      await store.acquire('store', { owner: t, ttl: TTL });
+      await store.release('store', t);
     },
     engine: async () => {
       const t = owner();
