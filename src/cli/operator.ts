@@ -5,7 +5,7 @@ import { withTimeout } from '../core/timeout.js';
 import { bounded } from '../store/bounded.js';
 import { type AdminStore, type JobStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
 import { type BackendOptions, resolveStore } from '../store/registry.js';
-import { storeSettings } from '../store/settings.js';
+import { ANNOUNCED_HAND_ON, storeSettings } from '../store/settings.js';
 import { loadOptional } from './redis.js';
 
 /** How long the first connection may take before the command gives up (a black-holed host). */
@@ -100,8 +100,7 @@ function clusterClient(ioredis: IORedisModule, url: string): Cluster {
  * every waiter, those that do not queue (Redlock's) too.
  */
 export function operatorSettings(prefix: string, onError: (error: unknown) => void): BackendOptions {
-  const handOn = { reservation: DEFAULTS.reservation, announce: true };
-  return { ...storeSettings({ prefix, handOn }), onError };
+  return { ...storeSettings({ prefix, handOn: ANNOUNCED_HAND_ON }), onError };
 }
 
 /** The store on one client under the prefix, and the ports the operator commands call on it. */

@@ -12,6 +12,13 @@ export const SINGLE_STORE_HAND_ON: HandOn = Object.freeze({
 });
 
 /**
+ * How a freed lock is handed on where waiters do not queue on the store: announced to every
+ * waiter of the lock (Redlock's nodes, whose queues could disagree; an operator's forced release,
+ * which those waiters must hear too).
+ */
+export const ANNOUNCED_HAND_ON: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: true });
+
+/**
  * A store's settings: those given over the defaults. A Leasehold gives all of them; a store made on
  * its own (operator tooling, a test) takes the defaults for the rest.
  */

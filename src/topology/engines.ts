@@ -9,7 +9,7 @@ import { semaphore, sharedMode } from '../primitives/shared.js';
 import { EvictionCheck } from '../store/eviction-check.js';
 import { type HandOn, type JobStore, portsOf, type Store } from '../store/port.js';
 import { type Backend, resolveStore } from '../store/registry.js';
-import { SINGLE_STORE_HAND_ON } from '../store/settings.js';
+import { ANNOUNCED_HAND_ON, SINGLE_STORE_HAND_ON } from '../store/settings.js';
 import { Quorum } from './quorum.js';
 import { type Replication, Single } from './single.js';
 
@@ -75,8 +75,7 @@ export class Engines {
       if (settings.replication) throw replicasOnRedlock();
       validate.distinctBackends(backend);
       // A node's release announces the hand-off to every waiter: Redlock's waiters do not queue.
-      const handOn: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: true });
-      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions(handOn)));
+      const stores = backend.map((b: unknown) => resolveStore(b, backendOptions(ANNOUNCED_HAND_ON)));
       const eviction = new EvictionCheck(
         stores.map((n) => n.store),
         settings.unsafeConfig,

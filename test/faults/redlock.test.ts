@@ -18,9 +18,9 @@ import {
 import { mutex } from '../../src/primitives/mutex.js';
 import type { BackendOptions } from '../../src/store/backend.js';
 import { lockKeys } from '../../src/store/index.js';
-import type { HandOn, Store, StoreSettings } from '../../src/store/port.js';
+import type { Store, StoreSettings } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
-import { storeSettings } from '../../src/store/settings.js';
+import { ANNOUNCED_HAND_ON, storeSettings } from '../../src/store/settings.js';
 import { Quorum, type QuorumOptions } from '../../src/topology/quorum.js';
 import {
   counterToken,
@@ -81,12 +81,9 @@ function redlock(
   return locks;
 }
 
-/** How a Redlock node hands a freed lock on (src/topology/engines.ts): announced, for waiters that do not queue. */
-const REDLOCK_HAND_ON: HandOn = Object.freeze({ reservation: DEFAULTS.reservation, announce: true });
-
-/** The settings a Redlock Leasehold of `prefix` builds each node's store with, over `given`. */
+/** The settings a Redlock Leasehold of `prefix` builds each node's store with (src/topology/engines.ts), over `given`. */
 function nodeSettings(prefix: string, given: Partial<StoreSettings> = {}): StoreSettings {
-  return storeSettings({ prefix, handOn: REDLOCK_HAND_ON, ...given });
+  return storeSettings({ prefix, handOn: ANNOUNCED_HAND_ON, ...given });
 }
 
 /** What resolveStore builds a node's store with, as a Redlock Leasehold of `prefix` does (background failures dropped). */

@@ -18,7 +18,6 @@ import type {
   SharedState,
   StoreSettings,
 } from '../port.js';
-import { storeSettings } from '../settings.js';
 import { jobKeys, type LockKeys, lockKeys } from './keys.js';
 import acquireSource from './lua/acquire.lua';
 import acquireSharedSource from './lua/acquire-shared.lua';
@@ -118,20 +117,16 @@ export function boundArgs(settings: Omit<StoreSettings, 'prefix'>, room = ''): B
   });
 }
 
-/** What a call made without a store's ARGV sends: a store's made on its own, without a room (tests). */
-const UNBOUND = boundArgs(storeSettings());
-
 /**
  * A script declared once: its source, the KEYS and ARGV a request becomes, and how its reply
  * becomes the port's reply. `handsOn`: the script may publish to waiters (hand the lock on, or
  * wake one to ask again), so it is given the publish command (`publish`), which its ARGV carries
  * with the channel (a hand-on's ARGV also the reservation and announce).
- * `bound`: the calling store's own ARGV (its settings and room, see BoundArgs); omitted, those of
- * a store made on its own with no room.
+ * `bound`: the calling store's own ARGV (its settings and room, see BoundArgs).
  */
 export interface ScriptCall<Request, Reply> extends Script {
   readonly handsOn: boolean;
-  readonly input: (prefix: string, name: string, request: Request, publish: string, bound?: BoundArgs) => ScriptInput;
+  readonly input: (prefix: string, name: string, request: Request, publish: string, bound: BoundArgs) => ScriptInput;
   readonly reply: Decoder<Reply>;
 }
 
@@ -183,7 +178,7 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     access: spec.access,
     body: lua.replace(INCLUDE, '').trim(),
     handsOn: spec.handsOn ?? false,
-    input: (prefix, lock, request, publish, bound = UNBOUND) => {
+    input: (prefix, lock, request, publish, bound) => {
       const k = layout(prefix, lock);
       return { keys: keys(k), args: args(request, k, publish, bound) };
     },

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { Leasehold } from '../../../src/index.js';
 import { jobKeys, lockKeys } from '../../../src/store/index.js';
-import { SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { counterToken, randomPrefix, startProxy, type TcpProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';
 
@@ -68,7 +69,13 @@ describe('re-sent commands', () => {
     expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
     expect(await redis.admin.get(keys.lock)).toBe(next.owner);
     // An operator sees the waiter holding it (the grant the counter records) and who released.
-    const inspect = SCRIPTS.inspect.input(prefix, 'order:10', undefined, 'PUBLISH');
+    const inspect = SCRIPTS.inspect.input(
+      prefix,
+      'order:10',
+      undefined,
+      'PUBLISH',
+      boundArgs(storeSettings({ prefix })),
+    );
     const raw = await redis.admin.eval(SCRIPTS.inspect.source, inspect.keys.length, ...inspect.keys, ...inspect.args);
     expect(SCRIPTS.inspect.reply.decode(raw)).toMatchObject({
       owner: next.owner,

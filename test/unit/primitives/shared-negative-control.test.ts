@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Leasehold } from '../../../src/index.js';
 import type { Store } from '../../../src/store/index.js';
 import type { SharedRequest } from '../../../src/store/port.js';
-import { SCRIPTS } from '../../../src/store/redis/scripts.js';
+import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { resolveStore } from '../../../src/store/registry.js';
 import { storeSettings } from '../../../src/store/settings.js';
 import { writerUnderReaders } from '../../contract/shared.js';
@@ -41,7 +41,7 @@ function patched(prefix: string, patch: ((source: string) => string) | undefined
   const script = SCRIPTS.acquireShared;
   const source = patch(script.source);
   const acquireShared = async (name: string, request: SharedRequest) => {
-    const { keys, args } = script.input(prefix, name, request, 'PUBLISH');
+    const { keys, args } = script.input(prefix, name, request, 'PUBLISH', boundArgs(storeSettings({ prefix })));
     return script.reply.decode(await redis.eval(source, keys.length, ...keys, ...args));
   };
   return new Proxy(store, {

@@ -7,7 +7,8 @@ import type { RedisConnection } from '../../../src/store/redis/connection.js';
 import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
 import { jobKeys, lockKeys } from '../../../src/store/redis/keys.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
-import { SCRIPTS, type ScriptCall } from '../../../src/store/redis/scripts.js';
+import { boundArgs, SCRIPTS, type ScriptCall } from '../../../src/store/redis/scripts.js';
+import { storeSettings } from '../../../src/store/settings.js';
 import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
 
@@ -146,7 +147,7 @@ describe('each script’s declaration matches its header', () => {
   });
 
   it.each(ALL.map((s) => [s.name, s] as const))('%s: KEYS and ARGV as many as the header lists', (_name, script) => {
-    const input = script.input('p', 'n', REQUESTS[script.name] as never, 'PUBLISH');
+    const input = script.input('p', 'n', REQUESTS[script.name] as never, 'PUBLISH', boundArgs(storeSettings()));
     expect(input.keys.length).toBe(documentedCount(script.body, 'KEYS'));
     expect(input.args.length).toBe(documentedCount(script.body, 'ARGV'));
     // Every key of one call shares the lock's hash slot.
