@@ -111,7 +111,15 @@ describe('etcd shared holds under faults, 3 members', () => {
         state.writers++;
         if (state.writers > 1 || state.readers > 0) state.clash++;
       }
-      await sleep(15);
+      // Until the semaphore has once admitted as many holders as it has permits, a holder keeps its
+      // permit for the next one to join (bounded by commandTimeout; the lease is extended meanwhile),
+      // so "it admits that many at once" does not rest on two 15 ms holds happening to overlap.
+      if (typeof kind === 'number' && state.most < kind) {
+        const until = Date.now() + COMMAND_TIMEOUT;
+        while (state.most < kind && state.running && Date.now() < until) await sleep(5);
+      } else {
+        await sleep(15);
+      }
       if (typeof kind === 'number') state.permits--;
       else if (kind === 'shared') state.readers--;
       else state.writers--;
