@@ -79,6 +79,9 @@ export const REAL: Timing = Object.freeze({
   drain: 1_200,
 });
 
+/** Commands per real-time run: a real run spends real seconds. */
+export const REAL_COMMANDS = 12;
+
 export type Size = 'short' | 'long';
 export type Kind = 'exclusive' | 'shared' | 'permit';
 
@@ -926,6 +929,32 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
 export function params(numRuns: number): fc.Parameters<unknown> {
   const seed = process.env.MODEL_SEED;
   return { numRuns, includeErrorInReport: true, ...(seed === undefined ? {} : { seed: Number(seed) }) };
+}
+
+/**
+ * The longest one real-time run may take: each command's own sleep at most, then the end (every
+ * call settled within its bound, the drain) and the closing, each with the timing's slack.
+ */
+export function realRunBound(timing: Timing, maxCommands: number): number {
+  const command = Math.max(...timing.steps, ...timing.pauses, ...timing.delays) + timing.epsilon;
+  const settle = Math.max(timing.wait.long, 2 * timing.commandTimeout) + 3 * timing.commandTimeout + timing.epsilon;
+  return maxCommands * command + settle + timing.drain + 3 * timing.commandTimeout;
+}
+
+/**
+ * A real-time property's runs (MODEL_REAL_RUNS, 4 unless set) and the test's time limit. fast-check
+ * fails a run that outlasts its bound (a hang names its commands), and stops shrinking a failure
+ * when the limit nears, reporting the smallest counterexample found so far.
+ */
+export function realTime(
+  timing: Timing = REAL,
+  maxCommands = REAL_COMMANDS,
+): { params: fc.Parameters<unknown>; limit: number } {
+  const numRuns = Number(process.env.MODEL_REAL_RUNS ?? 4);
+  const run = realRunBound(timing, maxCommands);
+  const shrinking = 10 * run;
+  const limit = numRuns * run + shrinking;
+  return { params: { ...params(numRuns), timeout: run, interruptAfterTimeLimit: limit }, limit: limit + run };
 }
 
 /**

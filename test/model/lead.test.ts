@@ -14,6 +14,8 @@ import {
   modelProperty,
   params,
   REAL,
+  REAL_COMMANDS,
+  realTime,
   redis,
   type Size,
   type Slot,
@@ -338,9 +340,14 @@ describe('leader election checked against a model', () => {
 
   describe('redis-server, real time', () => {
     const server = suiteRedis();
-    it('ioredis, one client per instance', async () => {
-      const real = spec(library, { backend: redis(() => server.server), timing: REAL, maxCommands: 12 });
-      await fc.assert(modelProperty(real), params(4));
-    });
+    const time = realTime();
+    it(
+      'ioredis, one client per instance',
+      async () => {
+        const real = spec(library, { backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
+        await fc.assert(modelProperty(real), time.params);
+      },
+      time.limit,
+    );
   });
 });

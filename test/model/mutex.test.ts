@@ -9,6 +9,8 @@ import {
   modelProperty,
   params,
   REAL,
+  REAL_COMMANDS,
+  realTime,
   redis,
   runCommands,
   type Size,
@@ -114,10 +116,15 @@ describe('the mutex checked against a model', () => {
 
   describe('redis-server, real time', () => {
     const server = suiteRedis();
-    it('ioredis, one client per instance', async () => {
-      const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: 12 });
-      await fc.assert(modelProperty(real), params(4));
-      if (process.env.MODEL_STATS) console.info(takeStats());
-    });
+    const time = realTime();
+    it(
+      'ioredis, one client per instance',
+      async () => {
+        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
+        await fc.assert(modelProperty(real), time.params);
+        if (process.env.MODEL_STATS) console.info(takeStats());
+      },
+      time.limit,
+    );
   });
 });

@@ -8,6 +8,8 @@ import {
   modelProperty,
   params,
   REAL,
+  REAL_COMMANDS,
+  realTime,
   redis,
   takeStats,
   VIRTUAL,
@@ -71,9 +73,14 @@ describe('the semaphore checked against a model', () => {
 
   describe('redis-server, real time', () => {
     const server = suiteRedis();
-    it('ioredis, one client per instance', async () => {
-      const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: 12 });
-      await fc.assert(modelProperty(real), params(4));
-    });
+    const time = realTime();
+    it(
+      'ioredis, one client per instance',
+      async () => {
+        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
+        await fc.assert(modelProperty(real), time.params);
+      },
+      time.limit,
+    );
   });
 });

@@ -8,6 +8,7 @@ import type {
   FinishRequest,
   ForceReleaseReply,
   HandOff,
+  HandOffListener,
   HandOn,
   JobState,
   LockState,
@@ -199,14 +200,21 @@ export class FaultyStore implements Store {
     return this.#call('inspect', name, {}, () => this.#inner.inspect(name));
   }
 
-  /** Hand-offs reach a frozen actor when it wakes, in order; a dead one never hears them. */
-  async watch(name: string, onHandOff: (handOff: HandOff) => void): Promise<() => void> {
+  /**
+   * Hand-offs reach a frozen actor when it wakes, in order; a dead one never hears them. The
+   * listener's answer (its waiter is here) goes back to the store, which keeps a direct grant for
+   * a waiter here and gives it back otherwise. A frozen actor's answer cannot be had until it
+   * wakes; a real frozen process would not have read the reply either, and when it does, a waiter
+   * still in its queue answers yes: so does a frozen one here.
+   */
+  async watch(name: string, onHandOff: HandOffListener): Promise<() => void> {
     const actor = this.#actor;
     const listener = AsyncResource.bind(onHandOff);
-    const deliver = (handOff: HandOff) => {
-      if (actor.dead) return;
-      if (!actor.frozen) listener(handOff);
-      else void actor.gate().then(() => listener(handOff));
+    const deliver = (handOff: HandOff): unknown => {
+      if (actor.dead) return false;
+      if (!actor.frozen) return listener(handOff);
+      void actor.gate().then(() => listener(handOff));
+      return true;
     };
     // A subscription is not re-sent: the client subscribes once per connection.
     const net = this.net.kind === 'resend' ? NORMAL : this.net;
