@@ -4,11 +4,13 @@ import type { CurrentHolder, LostReason } from './errors.js';
  * A release (or a waiter leaving) handed a lock on. `woken`: the waiter the lock is reserved for,
  * or null when it was announced to any waiter (nobody queued, or a Redlock node's release);
  * `next`: up to three live waiters queued after it, in order (the i-th retries once i
- * reservations could have lapsed).
+ * reservations could have lapsed). `grantedFor`: the lock was not reserved but granted to `woken`
+ * outright, for this many ms: those next retry once that lease could have run out instead.
  */
 export interface HandOff {
   readonly woken: string | null;
   readonly next: readonly string[];
+  readonly grantedFor?: number;
 }
 
 /**

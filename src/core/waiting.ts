@@ -51,7 +51,7 @@ class Queue {
   }
 
   /** Wake whom `handOff` names; true when the waiter it names (`woken`) is here. */
-  deliver({ woken, next }: HandOff): boolean {
+  deliver({ woken, next, grantedFor }: HandOff): boolean {
     if (woken === null) {
       for (const waiter of this.waiters) if (waiter.wake()) return false;
       this.pendingWake = true;
@@ -64,9 +64,13 @@ class Queue {
         waiter.wakeOrRemember();
         continue;
       }
-      // The i-th waiter after the woken one retries once i reservations could have lapsed.
+      // The i-th waiter after the woken one retries once i reservations could have lapsed; after
+      // a grant outright, once its lease could have run out (unreleased, its holder dead), and the
+      // reservations of those ahead of it since.
       const place = next.indexOf(waiter.owner);
-      if (place >= 0) waiter.retryBy(now() + this.#lapse * (place + 1));
+      if (place < 0) continue;
+      const lapses = this.#lapse * place;
+      waiter.retryBy(now() + lapses + (grantedFor === undefined ? this.#lapse : grantedFor + DEFAULTS.expiryMargin));
     }
     return here;
   }

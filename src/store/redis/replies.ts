@@ -71,13 +71,20 @@ export function isChallenge(message: string): boolean {
 }
 
 /**
- * A hand-off as lib/hand-on.lua publishes it: '<woken> <next> [<then> <then>]', or '' for a lock
- * announced to any waiter. Owner tokens are base64url, so a space never occurs inside one. A
- * challenge ('?<waiter>') wakes the waiter it names, as a hand-off naming it does: it tries again,
- * which tells the server it is alive.
+ * A hand-off as lib/hand-on.lua publishes it: '<woken> <next> [<then> <then>]', with ' =<ttl>'
+ * after the names when the lock was granted to `woken` outright, or '' for a lock announced to any
+ * waiter. Owner tokens are base64url, so neither a space nor '=' occurs inside one. A challenge
+ * ('?<waiter>') wakes the waiter it names, as a hand-off naming it does: it tries again, which
+ * tells the server it is alive.
  */
 export function decodeHandOff(message: string): HandOff {
   if (message === '') return ANYONE;
   const [woken, ...next] = (isChallenge(message) ? message.slice(1) : message).split(' ');
+  const last = next[next.length - 1];
+  if (last?.startsWith('=')) {
+    next.pop();
+    const grantedFor = Number(last.slice(1));
+    if (Number.isSafeInteger(grantedFor)) return { woken: woken as string, next, grantedFor };
+  }
   return { woken: woken as string, next };
 }

@@ -2,6 +2,7 @@ import diagnostics from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { now, validUntil } from '../../../src/core/clock.js';
+import { DEFAULTS } from '../../../src/core/defaults.js';
 import { type AcquireOptions, Leasehold } from '../../../src/index.js';
 import { mutex } from '../../../src/primitives/mutex.js';
 import { lockKeys } from '../../../src/store/index.js';
@@ -104,6 +105,38 @@ describe('direct grant to a waiter of the releasing instance', () => {
     // The release, and the waiter's own attempt.
     expect(calls).toBe(2);
     expect(await next.release()).toBe(true);
+  });
+
+  it('the waiters behind are told the grant’s lease, not asked to try again; one whose holder dies is let in once it runs out', async () => {
+    const prefix = randomPrefix();
+    // A short commandTimeout bounds the one attempt the second waiter makes, far inside its park.
+    const commandTimeout = 400;
+    const a = instance(prefix, redis.server.port, commandTimeout);
+    const ttl = 600;
+    const held = await a.acquire('t', { ttl: 30_000 });
+    // The first waiter takes a short lease it never releases (its holder dies holding it).
+    const first = a.acquire('t', { ttl, autoExtend: false, wait: 10_000 });
+    await waitFor(async () => (await queued(prefix, 't')) === 1);
+    const second = a.acquire('t', { ttl: 30_000, wait: 10_000 });
+    second.catch(() => undefined);
+    await waitFor(async () => (await queued(prefix, 't')) === 2);
+    await sleep(200);
+    await redis.admin.config('RESETSTAT');
+    const releasedAt = now();
+    expect(await held.release()).toBe(true);
+    const dying = await first;
+    // The release was the only call while the lease lasts: nobody behind asked again.
+    await sleep(ttl / 2);
+    expect(await fcalls()).toBe(1);
+    const next = await second;
+    const after = now() - releasedAt;
+    expect(next.fencingToken).toBeGreaterThan(dying.fencingToken);
+    expect(after).toBeGreaterThanOrEqual(ttl - (ttl * 0.01 + 2));
+    // Let in once the lease could have run out (plus one attempt), not when its park, bounded by
+    // the 30 s lease it was refused by, would end (maxPark after its last try).
+    expect(after).toBeLessThan(ttl + DEFAULTS.expiryMargin + commandTimeout);
+    expect(ttl + DEFAULTS.expiryMargin + commandTimeout).toBeLessThan(DEFAULTS.maxPark);
+    await next.release();
   });
 
   it('its validity counts from before the release was sent, so it never outlasts the server’s lease', async () => {

@@ -23,6 +23,7 @@ import {
   type WaiterEntry,
 } from '../../../src/store/formats.js';
 import type { StoredOutcome, StoredRun } from '../../../src/store/port.js';
+import { decodeHandOff } from '../../../src/store/redis/replies.js';
 
 /** Each kept value decodes to what was encoded, for every form of it (see src/store/formats.ts). */
 
@@ -174,5 +175,13 @@ describe('kept values read as an operator reads them', () => {
     expect(() => decodeWaiter('1000 *3')).toThrow(BadReply);
     expect(() => decodeRun('{"fence":"1"}')).toThrow(expect.objectContaining({ code: ErrorCode.STORE_ERROR }));
     expect(() => decodeRun('not json')).toThrow(expect.objectContaining({ code: ErrorCode.STORE_ERROR }));
+  });
+
+  it('the hand-off message: woken, the waiters next, and the lease of a grant outright', () => {
+    expect(decodeHandOff('')).toEqual({ woken: null, next: [] });
+    expect(decodeHandOff('A')).toEqual({ woken: 'A', next: [] });
+    expect(decodeHandOff('A B C D')).toEqual({ woken: 'A', next: ['B', 'C', 'D'] });
+    expect(decodeHandOff('A B C =600')).toEqual({ woken: 'A', next: ['B', 'C'], grantedFor: 600 });
+    expect(decodeHandOff('?A')).toEqual({ woken: 'A', next: [] });
   });
 });

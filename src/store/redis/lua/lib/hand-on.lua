@@ -167,9 +167,10 @@ end
 -- `room` (nil or '' for none): the releasing store's own mark, and `fence` the lock's fencing
 -- counter. An exclusive waiter at the head that queued from that same room (the releasing
 -- instance's own, alive as it runs this release) is granted the lock outright instead, with its
--- own ttl and the next fencing token (recorded with its own instance and retention), and the
--- message names it alone (it holds the lock: nobody behind is summoned); the caller tells
--- it from the reply, without another round trip; the first waiter behind it is woken to ask again.
+-- own ttl and the next fencing token (recorded with its own instance and retention); the caller
+-- tells it from the reply, without another round trip. The message names the waiters behind it as
+-- any hand-off does and ends with ' =<ttl>', the grant's lease: they retry once it could have run
+-- out rather than after a reservation, and nobody is summoned (the lock is held, not reserved).
 -- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
 --          and the fencing token of a grant outright (or nil)
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
@@ -199,13 +200,9 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
   if from and room and from == room then
     redis.call('SET', lock, woken[1] .. (next == '' and '' or '*'), 'PX', ttl)
     local token = issue(fence, now_us, stamp, 0, instance, retention)
-    local told = tell(publish, channel, woken, '')
-    if next ~= '' and publish ~= '' then
-      -- The first waiter behind was refused by the lease just released: it asks again, so it
-      -- learns this grant's end and does not sleep on the old one if this lease runs out.
-      redis.call(publish, channel, '?' .. string.match(next, '^%S+'))
-    end
-    return woken[1], told, token
+    -- Those behind were refused by the lease just released: told this one's length, none of them
+    -- sleeps on the old one if this lease runs out unreleased.
+    return woken[1], tell(publish, channel, woken, next == '' and '' or next .. ' =' .. ttl), token
   end
   redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
   if publish ~= '' then
