@@ -57,6 +57,11 @@ export type RedisStoreOptions = Partial<Port.StoreSettings> & {
   readonly onError?: (error: unknown) => void;
 };
 
+/** `value`, once the promise steps now due have run (setImmediate). */
+function afterThisTurn<T>(value: T): Promise<T> {
+  return new Promise((resolve) => setImmediate(resolve, value));
+}
+
 /**
  * The ports on Redis, for one instance's settings: every method is one script (see scripts.ts,
  * where each is declared with its keys, arguments and reply), run through one runner.
@@ -169,7 +174,9 @@ export class RedisStore
    * echo, and dropped). A waiter that queued through this store may have been granted the lock
    * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
    * leave did not reach the server), the grant is given back at once, so it costs the others no
-   * more than a reservation would.
+   * more than a reservation would. A release that woke a waiter here answers on the next turn of
+   * the event loop: the waiter's way to the lock (promise steps only) runs first, rather than
+   * interleaved with whatever the releasing caller does next.
    */
   release(name: string, owner: string): Promise<Port.ReleaseReply> {
     const sentAt = now();
@@ -179,21 +186,23 @@ export class RedisStore
       if (told.length === 0) return outcome;
       const hub = this.#hub;
       const channel = lockKeys(this.#prefix, name).channel;
+      let woke = false;
       for (const [i, message] of told.entries()) {
         if (i > 0 || granted === null) {
-          hub?.deliverOnce(channel, message, decodeHandOff);
+          if (hub?.deliverOnce(channel, message, decodeHandOff)) woke = true;
           continue;
         }
         const handOff = decodeHandOff(message);
         const woken = handOff.woken as string;
         if (hub?.deliverOnce(channel, message, () => handOff, true)) {
           this.#grants.keep(name, woken, { fence: granted, since: sentAt });
+          woke = true;
         } else {
           this.release(name, woken).catch(this.#onError);
         }
       }
-      return outcome;
-    });
+      return woke ? afterThisTurn(outcome) : outcome;
+    }) as Promise<Port.ReleaseReply>;
   }
 
   /** A waiter that leaves holding a grant kept here gives it back on the server (leave.lua). */
