@@ -99,6 +99,20 @@ describe('direct grant to a waiter of the releasing instance', () => {
     expect(await redis.admin.exists(keys.lock)).toBe(0);
   });
 
+  it('the release answers once the waiter it woke here holds the lock, not before', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const { held, waiting } = await queueBehind(prefix, 'r', a, a);
+    const order: string[] = [];
+    const took = waiting.then((lock) => {
+      order.push('waiter holds');
+      return lock;
+    });
+    await held.release().then(() => order.push('release answered'));
+    expect(order).toEqual(['waiter holds', 'release answered']);
+    expect(await (await took).release()).toBe(true);
+  });
+
   it('a waiter of another instance is reserved for, as before, and takes the lock itself', async () => {
     const prefix = randomPrefix();
     const { next, calls } = await handOff(prefix, 'o', instance(prefix), instance(prefix));
