@@ -719,14 +719,17 @@ export class World {
   /**
    * Everyone goes: every live instance closes (abandoning what it holds), then time runs until
    * every lease, reservation and waiter entry has run out. Every call of a live instance has
-   * settled, no instance keeps a timer or a queue, and the store holds nothing.
+   * settled, no instance keeps a timer or a queue, and the store holds nothing. In real time the
+   * wait ends early only with no command on its way: one sent before a close (a late net) may
+   * still take the lock when it lands, and that lease must run out too.
    */
   async finish(): Promise<void> {
     for (const slot of this.slots) if (slot.live) this.close(slot.index, false);
     if (this.clock.virtual) await this.advance(this.timing.drain);
     else
       await this.until(
-        async () => this.tracked.every((t) => t.settled) && (await this.#leftovers()).length === 0,
+        async () =>
+          this.tracked.every((t) => t.settled) && this.log.inFlight === 0 && (await this.#leftovers()).length === 0,
         this.timing.drain,
       );
     this.checkBounds();
