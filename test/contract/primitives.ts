@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { type Leasehold, type LeaseholdOptions, type Lock, LockLostError, LockTimeoutError } from '../../src/index.js';
-import { blockFor, waitFor } from '../harness/index.js';
+import { blockFor, untilAborted, waitFor } from '../harness/index.js';
 import type { ContractBackend } from './backends.js';
 
 /** What the primitive cases need from the contract suite around them. */
@@ -179,7 +179,7 @@ export function primitiveCases(ctx: PrimitiveContext): void {
           if (leading.size > 0) overlap += 1;
           leading.add(i);
           terms.push(lock.fencingToken);
-          await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+          await untilAborted(signal);
           leading.delete(i);
         }),
       );
@@ -201,10 +201,10 @@ export function primitiveCases(ctx: PrimitiveContext): void {
     it('a leader whose lease is lost is deposed (its signal aborts) and another candidate leads', async () => {
       const [a, b] = [await ctx.leasehold({ ttl: 600 }), await ctx.leasehold({ ttl: 600 })];
       const deposed: string[] = [];
-      const first = a.lead('boss', (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)));
+      const first = a.lead('boss', (signal) => untilAborted(signal));
       first.on('deposed', (e) => deposed.push(e.reason));
       await waitFor(async () => first.isLeader, { timeout: 3_000 });
-      const second = b.lead('boss', (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve)));
+      const second = b.lead('boss', (signal) => untilAborted(signal));
       await ctx.backend().expire(ctx.prefix(), 'boss');
       await waitFor(async () => second.isLeader || deposed.length > 0, { timeout: 5_000 });
       await waitFor(async () => deposed.includes('lost'), { timeout: 5_000 });

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Backend, Leasehold, MemoryStore } from '../../src/index.js';
 import { jobKeys } from '../../src/store/index.js';
 import { storeSettings } from '../../src/store/settings.js';
-import { type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
+import { type RedisServer, randomPrefix, startRedis, untilAborted, waitFor } from '../harness/index.js';
 import {
   type ContractBackend,
   ioredisBackend,
@@ -154,10 +154,11 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
       'taken',
       async (signal) => {
         await backend.expire(prefix, 'taken');
-        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        await untilAborted(signal);
         return (signal.reason as { reason: string }).reason;
       },
-      { lockAtMostFor: 300 },
+      // The watchdog's extension (at a third) finds the lease gone long before its validity ends.
+      { lockAtMostFor: 3_000 },
     );
     expect(lost).toEqual({ ran: true, value: 'expired' });
     expect((await locks.jobHistory('taken'))[0]?.outcome).toBe('lost');
@@ -169,7 +170,7 @@ function scheduleContract(make: () => Promise<ContractBackend>): void {
       'vanish',
       async (signal) => {
         started = true;
-        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        await untilAborted(signal);
       },
       { lockAtMostFor: 300, keepAlive: false },
     );

@@ -22,7 +22,10 @@ process.on('message', async (msg) => {
     } else if (msg.cmd === 'lead') {
       const leadership = locks.lead(
         msg.name,
-        (signal) => new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true })),
+        (signal) =>
+          new Promise((resolve) =>
+            signal.aborted ? resolve() : signal.addEventListener('abort', resolve, { once: true }),
+          ),
         { ttl: msg.ttl },
       );
       leadership.on('elected', (e) => process.send({ event: 'elected', fencingToken: e.fencingToken }));

@@ -53,3 +53,12 @@ export function blockFor(ms: number): void {
     // Nothing: no timer can fire meanwhile.
   }
 }
+
+/**
+ * Resolves once `signal` aborts, or at once if it has already: work that awaits something first
+ * may find its lease lost meanwhile, and a listener added after the abort never hears it.
+ */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}

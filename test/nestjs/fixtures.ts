@@ -5,6 +5,7 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { assertLocked, type JobRun } from '../../src/index.js';
 import { heldLock, LeaseholdModule, lockSignal, Once, ScheduledJob, WithLock } from '../../src/nestjs/index.js';
+import { untilAborted } from '../harness/index.js';
 
 /**
  * A Nest application as a user writes it, with the decorators applied as TypeScript's
@@ -74,7 +75,7 @@ export class LongReports {
     const run = assertLocked();
     seen.runs.push({ job: 'cron', app: run.instance, tick: run.tick?.getTime() ?? null, token: run.fencingToken });
     const signal = lockSignal();
-    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await untilAborted(signal);
     seen.reasons.push(signal.reason);
   }
 }
@@ -108,7 +109,7 @@ export class Ledger {
   async holdUntilShutdown(onHeld: (token: number) => void): Promise<string> {
     onHeld(heldLock().fencingToken);
     const signal = lockSignal();
-    await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await untilAborted(signal);
     seen.reasons.push(signal.reason);
     return 'stopped';
   }

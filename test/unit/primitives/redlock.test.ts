@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Leasehold, LockTimeoutError, MemoryStore } from '../../../src/index.js';
+import { untilAborted } from '../../harness/index.js';
 
 /** Reentrant holds, acquireAll and lead on Redlock (five independent in-process nodes). */
 const instances: Leasehold[] = [];
@@ -52,7 +53,7 @@ describe('primitives on Redlock', () => {
   it('lead elects one candidate and hands on at stop()', async () => {
     const stores = nodes();
     const [a, b] = [redlock(stores), redlock(stores)];
-    const hold = (signal: AbortSignal) => new Promise((resolve) => signal.addEventListener('abort', resolve));
+    const hold = (signal: AbortSignal) => untilAborted(signal);
     const first = a.lead('boss', hold);
     await new Promise((resolve) => first.once('elected', resolve));
     const second = b.lead('boss', hold);

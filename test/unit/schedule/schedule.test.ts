@@ -14,7 +14,7 @@ import {
 } from '../../../src/index.js';
 import type { ClaimReply, ClaimRequest } from '../../../src/store/port.js';
 import { storeSettings } from '../../../src/store/settings.js';
-import { randomPrefix, waitFor } from '../../harness/index.js';
+import { randomPrefix, untilAborted, waitFor } from '../../harness/index.js';
 import { leftBehind, NOTHING, watchTimers } from '../../harness/leaks.js';
 
 /**
@@ -237,7 +237,7 @@ describe('schedule: runs, events, stop and close', () => {
     const job = locks.schedule('j', 100, async (s) => {
       runs++;
       signal = s;
-      await new Promise((resolve) => s.addEventListener('abort', resolve));
+      await untilAborted(s);
     });
     await waitFor(() => signal !== undefined, { timeout: 2_000 });
     await locks.close();
@@ -295,7 +295,7 @@ describe('schedule: runs, events, stop and close', () => {
         fence = run.fencingToken ?? 0;
         // Behind the run's back, as an operator or a failover would.
         await store.release('job', run.lock?.owner ?? '');
-        await new Promise((resolve) => signal.addEventListener('abort', resolve));
+        await untilAborted(signal);
         reason = signal.reason;
         expect(() => assertLocked()).toThrow(LockLostError);
         return 'stopped early';
