@@ -1,7 +1,6 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { type Leasehold, type Lock, MultiLock } from '../../src/index.js';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   type Command,
   command,
@@ -11,11 +10,8 @@ import {
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   runCommands,
   type Size,
   type Slot,
@@ -462,16 +458,5 @@ describe('acquireAll checked against a model', () => {
     );
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(real));
 });

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
+import { it, describe as suite } from 'vitest';
 import { DEFAULTS } from '../../src/core/defaults.js';
 import {
   ErrorCode,
@@ -14,6 +15,7 @@ import { resolveStore } from '../../src/store/registry.js';
 import { storeSettings } from '../../src/store/settings.js';
 import { randomPrefix } from '../harness/index.js';
 import { leftBehind, TimerWatch } from '../harness/leaks.js';
+import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import { Actor, type Clock, currentActor, RealClock, VirtualClock } from './clock.js';
 import { releaseContexts, trackContexts } from './contexts.js';
 import { type Broken, type Entry, FaultyStore, type Inspectable, type Net, NORMAL, StoreLog } from './store.js';
@@ -980,4 +982,27 @@ export async function expectCaught(
   if (!/Counterexample/.test(report)) throw new Error(`negative control "${label}" was not caught in ${numRuns} runs`);
   if (!expected.test(report)) throw new Error(`negative control "${label}" failed otherwise than expected:\n${report}`);
   return report;
+}
+
+/** What a real-time run on a redis-server sets in a model's spec. */
+export type RealTimeOverrides = Pick<ModelSpec<object>, 'backend' | 'timing' | 'maxCommands'>;
+
+/**
+ * The suite every model ends with: its property on a real redis-server in real time, one ioredis
+ * client per instance, with the runs and the time limit of realTime(). `spec` applies the overrides.
+ */
+export function onRedisInRealTime<M extends object>(spec: (real: RealTimeOverrides) => ModelSpec<M>): void {
+  suite('redis-server, real time', () => {
+    const server = suiteRedis();
+    const time = realTime();
+    it(
+      'ioredis, one client per instance',
+      async () => {
+        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
+        await fc.assert(modelProperty(real), time.params);
+        if (process.env.MODEL_STATS) console.info(takeStats());
+      },
+      time.limit,
+    );
+  });
 }

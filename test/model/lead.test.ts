@@ -2,7 +2,6 @@ import { EventEmitter } from 'node:events';
 import fc from 'fast-check';
 import { describe, it, vi } from 'vitest';
 import { type Lock, LockTimeoutError, StoreUnavailableError } from '../../src/index.js';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   type Command,
   command,
@@ -12,11 +11,8 @@ import {
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   type Size,
   type Slot,
   type Timing,
@@ -338,16 +334,5 @@ describe('leader election checked against a model', () => {
     );
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec(library, { backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(library, real));
 });

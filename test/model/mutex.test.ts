@@ -1,17 +1,13 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   command,
   expectCaught,
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   runCommands,
   type Size,
   takeStats,
@@ -114,17 +110,5 @@ describe('the mutex checked against a model', () => {
     );
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-        if (process.env.MODEL_STATS) console.info(takeStats());
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(real));
 });

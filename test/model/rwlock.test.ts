@@ -1,6 +1,5 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   type Command,
   command,
@@ -8,11 +7,8 @@ import {
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   runCommands,
   type Size,
   takeStats,
@@ -129,16 +125,5 @@ describe('the read-write lock checked against a model', () => {
     );
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(real));
 });

@@ -2,7 +2,6 @@ import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { DEFAULTS } from '../../src/core/defaults.js';
 import type { JobRun } from '../../src/index.js';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   type Command,
   command,
@@ -12,11 +11,8 @@ import {
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   type Size,
   type Slot,
   type Timing,
@@ -284,16 +280,5 @@ describe('the scheduler’s claim checked against a model', () => {
     await expectCaught(modelProperty(broken), 600, /valid holders of job/, 'plain-DEL finish (scheduler)');
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(real));
 });

@@ -1,16 +1,12 @@
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
-import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import {
   expectCaught,
   type ModelSpec,
   memory,
   modelProperty,
+  onRedisInRealTime,
   params,
-  REAL,
-  REAL_COMMANDS,
-  realTime,
-  redis,
   takeStats,
   VIRTUAL,
 } from './harness.js';
@@ -71,16 +67,5 @@ describe('the semaphore checked against a model', () => {
     );
   });
 
-  describe('redis-server, real time', () => {
-    const server = suiteRedis();
-    const time = realTime();
-    it(
-      'ioredis, one client per instance',
-      async () => {
-        const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
-        await fc.assert(modelProperty(real), time.params);
-      },
-      time.limit,
-    );
-  });
+  onRedisInRealTime((real) => spec(real));
 });
