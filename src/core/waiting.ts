@@ -69,8 +69,8 @@ class Queue {
       // reservations of those ahead of it since.
       const place = next.indexOf(waiter.owner);
       if (place < 0) continue;
-      const lapses = this.#lapse * place;
-      waiter.retryBy(now() + lapses + (grantedFor === undefined ? this.#lapse : grantedFor + DEFAULTS.expiryMargin));
+      const first = grantedFor === undefined ? this.#lapse : grantedFor + DEFAULTS.expiryMargin;
+      waiter.retryBy(now() + first + this.#lapse * place);
     }
     return here;
   }
