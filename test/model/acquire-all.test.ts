@@ -328,7 +328,7 @@ function commands(timing: Timing, virtual: boolean): fc.Arbitrary<Command<Model>
     command<Model>(`Extend(${i}, ${k})`, (m, w) => {
       const h = pick(m.held, w.slot(i), k);
       if (!h) return;
-      const wasValid = h.all.expiresIn() > 0;
+      const wasValid = w.outlastsSlack(h.all.expiresIn());
       const label = `extend of ${h.label}`;
       w.track(
         label,

@@ -518,6 +518,15 @@ export class World {
   }
 
   /**
+   * Whether a lease with `expiresIn` ms of validity left outlasts the timing's slack: only then must
+   * an extension sent now be confirmed before it runs out (on a busy machine, in real time, a
+   * round trip may take that slack).
+   */
+  outlastsSlack(expiresIn: number): boolean {
+    return expiresIn > this.timing.epsilon;
+  }
+
+  /**
    * What a call may take beyond its own wait: an attempt in flight, the give-back of a grant
    * nobody will use, and the leave of the queue, each bounded by commandTimeout.
    */

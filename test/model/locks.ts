@@ -281,7 +281,7 @@ export function lockCommands(
     command<LockModel>(`Extend(${i}, ${k})`, (m, w) => {
       const h = pick(m.held, w.slot(i), k);
       if (!h) return;
-      const wasValid = valid(h.lock);
+      const wasValid = valid(h.lock) && w.outlastsSlack(h.lock.expiresIn());
       const label = `extend of ${h.holder.label}`;
       w.track(
         label,

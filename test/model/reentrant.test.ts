@@ -200,7 +200,7 @@ function hold(model: Model, world: World, slot: Slot, options: HoldOptions, pare
       const instruction = await frame.take();
       if (instruction.kind === 'exit') return;
       if (instruction.kind === 'extend') {
-        const wasValid = valid(lock);
+        const wasValid = valid(lock) && world.outlastsSlack(lock.expiresIn());
         const what = `extend of ${frame}`;
         world.track(what, slot, world.margin, lock.extend(), (r, tr) => {
           if (r.status === 'fulfilled') return;

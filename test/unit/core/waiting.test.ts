@@ -69,8 +69,12 @@ describe('WaitQueues: the release subscription', () => {
 describe('WaitQueues: the waiters a hand-off names next', () => {
   onFakeTimers();
 
-  /** w2 and w3 park for maxPark; `handOff` names them next; when each is let out, in ms. */
-  async function retries(handOff: HandOff): Promise<number[]> {
+  /**
+   * w2 and w3 park for maxPark; `handOff` names them next; when each is let out, in fake ms, and
+   * `drift`: the real ms the run took. A park's timer is armed against the real monotonic clock, so
+   * it fires up to that much fake time early.
+   */
+  async function retries(handOff: HandOff): Promise<{ w2: number; w3: number; drift: number }> {
     const queues = new WaitQueues({ reservation: DEFAULTS.reservation, onError: () => {} });
     const { state, subscribe } = channel(0);
     const waiters = ['w2', 'w3'].map((owner) => queues.join('x', owner, subscribe));
@@ -82,32 +86,34 @@ describe('WaitQueues: the waiters a hand-off names next', () => {
         out[i] = t;
       }),
     );
+    const began = performance.now();
     state.deliver?.(handOff);
     for (; t < DEFAULTS.maxPark && out.filter((x) => x !== undefined).length < 2; t++) {
       await vi.advanceTimersByTimeAsync(1);
     }
     await Promise.all(parked);
+    const drift = performance.now() - began;
     for (const w of waiters) w.leave();
     queues.close();
-    return out;
+    return { w2: out[0] as number, w3: out[1] as number, drift };
   }
 
   it('after a reservation, the i-th retries once i + 1 reservations could have lapsed', async () => {
     const lapse = DEFAULTS.reservation + DEFAULTS.expiryMargin;
-    const [w2, w3] = await retries({ woken: 'w1', next: ['w2', 'w3'] });
-    expect(w2).toBeGreaterThanOrEqual(lapse - 1);
+    const { w2, w3, drift } = await retries({ woken: 'w1', next: ['w2', 'w3'] });
+    expect(w2).toBeGreaterThanOrEqual(lapse - drift - 1);
     expect(w2).toBeLessThanOrEqual(lapse + 1);
-    expect(w3).toBeGreaterThanOrEqual(2 * lapse - 1);
+    expect(w3).toBeGreaterThanOrEqual(2 * lapse - drift - 1);
     expect(w3).toBeLessThanOrEqual(2 * lapse + 1);
   });
 
   it('after a grant outright, once its lease could have run out (then a reservation each), not at a lapse', async () => {
     const lapse = DEFAULTS.reservation + DEFAULTS.expiryMargin;
     const grantedFor = 1_000;
-    const [w2, w3] = await retries({ woken: 'w1', next: ['w2', 'w3'], grantedFor });
-    expect(w2).toBeGreaterThanOrEqual(grantedFor);
+    const { w2, w3, drift } = await retries({ woken: 'w1', next: ['w2', 'w3'], grantedFor });
+    expect(w2).toBeGreaterThanOrEqual(grantedFor - drift);
     expect(w2).toBeLessThanOrEqual(grantedFor + DEFAULTS.expiryMargin + 1);
-    expect(w3).toBeGreaterThanOrEqual(grantedFor + lapse);
+    expect(w3).toBeGreaterThanOrEqual(grantedFor + lapse - drift);
     expect(w3).toBeLessThanOrEqual(grantedFor + DEFAULTS.expiryMargin + lapse + 1);
   });
 });
