@@ -2,8 +2,9 @@
  * The least a lock with fencing tokens costs as two server-side functions on ioredis, no library:
  * one FCALL takes the lock (SET NX PX) and issues its token (INCR of a counter beside it, the two
  * keys declared, as Cluster requires); one FCALL compares and deletes. No queue, no re-sent command
- * answered twice alike, no token floor from the clock. The bench's `fenced functions (floor)` row
- * (peers.mjs) and the bottom row of layers.mjs.
+ * answered twice alike, no token floor from the clock, no retention on the counter. Its keys are named
+ * as leasehold names a lock's, so the footprint scenario compares like with like. The bench's
+ * `fenced functions (floor)` row (peers.mjs) and the bottom row of layers.mjs.
  */
 const LIBRARY = `#!lua name=bench_fenced_floor
 redis.register_function('bench_fenced_acquire', function(KEYS, ARGV)
@@ -22,7 +23,7 @@ export async function fencedFloorOn(client) {
   return {
     async acquire(key, ttl) {
       const token = `${process.pid}:${n++}`;
-      const lock = `{${key}}`;
+      const lock = `leasehold:{${key}}`;
       const fence = await client.fcall('bench_fenced_acquire', 2, lock, `${lock}:fence`, token, ttl);
       if (fence === 0) throw new Error(`${key} is held`);
       return { lock, token, fence };

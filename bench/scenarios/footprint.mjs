@@ -31,16 +31,17 @@ async function child(port, count, libraryName) {
   const admin = await connectAdmin(port);
   const lock = library.create();
   await lock.setup([client]);
-  const pattern = `*bench-footprint-${libraryName}-*`;
+  // Every library holds the same names (each adds its own prefix or suffix), one library at a time.
+  const pattern = '*bench-footprint-*';
   await sweep(admin, pattern);
   // One lock taken and released first: the library's scripts are loaded, its caches warm.
-  await lock.release(await lock.acquire(`bench-footprint-${libraryName}-warm`, { ttl: TTL, wait: 1_000 }));
+  await lock.release(await lock.acquire('bench-footprint-warm', { ttl: TTL, wait: 1_000 }));
   globalThis.gc();
   const server0 = await usedMemory(admin);
   const heap0 = process.memoryUsage().heapUsed;
   const held = [];
   for (let i = 0; i < count; i++) {
-    held.push(await lock.acquire(`bench-footprint-${libraryName}-${i}`, { ttl: TTL, wait: 1_000 }));
+    held.push(await lock.acquire(`bench-footprint-${i}`, { ttl: TTL, wait: 1_000 }));
   }
   globalThis.gc();
   const heap1 = process.memoryUsage().heapUsed;
@@ -59,13 +60,24 @@ async function child(port, count, libraryName) {
   };
 }
 
-/** What a held lock and a released name cost: the server's memory, and the client's live heap. */
+/**
+ * What a held lock and a released name cost: the server's memory, and the client's live heap. The
+ * fenced floor (bench/fenced-floor.mjs) holds a lock key and a fencing counter under leasehold's key
+ * names: the least a lock with a counter beside it keeps, against which the memory bars are read.
+ */
 export default {
   name: 'footprint',
   title: 'Footprint: locks held at once on distinct names, then released',
   once: true,
   timeLimitMs: () => 180_000,
-  libraries: ['leasehold', 'redis-semaphore', 'redlock', '@sesamecare-oss/redlock', 'redlock-universal'],
+  libraries: [
+    'leasehold',
+    'redis-semaphore',
+    'redlock',
+    '@sesamecare-oss/redlock',
+    'redlock-universal',
+    'fenced functions (floor)',
+  ],
   metrics: [
     { key: 'held', label: 'locks held', better: 'higher', digits: 0 },
     { key: 'serverBytesPerHeld', label: 'redis B per held lock', better: 'lower', digits: 0 },
