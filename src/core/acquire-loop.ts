@@ -1,7 +1,7 @@
 import { now } from './clock.js';
 import { DEFAULTS } from './defaults.js';
 import { closedError } from './errors.js';
-import type { Subscribe, WaitQueues } from './waiting.js';
+import type { Subscribe, Waiter, WaitQueues } from './waiting.js';
 
 /**
  * The one acquire loop: try, and while refused, queue, park until a hand-off names us (or a timer
@@ -75,16 +75,43 @@ export class AcquireLoop {
     });
   }
 
+  /**
+   * Whether the caller may send an acquisition's first attempt itself, so that an uncontended one
+   * runs straight through (no loop, closures or queue bookkeeping): not when the signal aborted or
+   * the instance closed (run() says why), nor when a caller that will wait already hears `name`'s
+   * hand-offs (run() registers it before that attempt). When it may, the acquisition counts as in
+   * progress from here: the caller ends it with `end()` after a grant (see `unwanted`) or an error,
+   * or passes a refusal to `resume()`, which ends it.
+   */
+  straight(name: string, queue: boolean, signal: AbortSignal | undefined): boolean {
+    if (signal?.aborted || this.#context.isClosed()) return false;
+    if (queue && this.#context.waits.listening(name)) return false;
+    this.#active += 1;
+    return true;
+  }
+
+  /** An acquisition begun by `straight()` ended without `resume()`. */
+  end(): void {
+    this.#active -= 1;
+    if (this.#active === 0) this.#drained?.();
+  }
+
+  /** Why a grant that came now will not be used (the instance closed, or `signal` aborted), if so: give it back, then throw this. */
+  unwanted(signal: AbortSignal | undefined): unknown {
+    if (this.#context.isClosed()) return closedError();
+    return signal?.aborted ? signal.reason : undefined;
+  }
+
   /** One attempt, and what it came to. */
   async #try<G, R>(a: Acquisition<G, R>, tries: number, queue: boolean): Promise<Try<G, R>> {
     if (this.#context.isClosed()) throw closedError();
     const result = await a.attempt(tries, queue);
     if (!('granted' in result)) return result;
-    const closed = this.#context.isClosed();
-    if (closed || a.signal?.aborted) {
+    const unwanted = this.unwanted(a.signal);
+    if (unwanted !== undefined) {
       // Won, but nobody will use it: give it back before reporting why.
       await a.giveBack(result.granted).catch(() => undefined);
-      throw closed ? closedError() : a.signal?.reason;
+      throw unwanted;
     }
     return result;
   }
@@ -92,24 +119,50 @@ export class AcquireLoop {
   async run<G, R>(a: Acquisition<G, R>): Promise<Outcome<G, R>> {
     const { name, owner, signal } = a;
     if (signal?.aborted) throw signal.reason;
-    const { waits, closing } = this.#context;
+    const { waits } = this.#context;
     const started = now();
-    const deadline = started + a.wait;
     // A caller that will wait joins the backend's queue when refused, so releases hand the lock
     // on in arrival order across every instance.
     const queue = a.wait > 0 && a.subscribe !== undefined;
-    const subscribe = a.subscribe ?? (() => Promise.resolve(() => {}));
     // Already listening on this lock: register before the first attempt, so a release that names
     // this waiter right after that attempt is not missed. Otherwise subscribe only if refused.
-    let waiter = queue && waits.listening(name) ? waits.join(name, owner, subscribe) : undefined;
-    let tries = 0;
+    const waiter = queue && waits.listening(name) ? waits.join(name, owner, subscribeOf(a)) : undefined;
+    this.#active += 1;
+    const firstSentAt = now();
+    let first: Try<G, R>;
+    try {
+      first = await this.#try(a, 0, queue);
+    } catch (error) {
+      waiter?.leave();
+      this.end();
+      throw error;
+    }
+    return this.resume(a, first, firstSentAt, started, waiter);
+  }
+
+  /**
+   * The acquisition from its first attempt's result `first` (sent at `firstSentAt`; the call
+   * began at `started`) on: a grant ends it; a refusal queues, parks and tries again until granted
+   * or the wait runs out. Ends the acquisition begun by run() or `straight()`.
+   */
+  async resume<G, R>(
+    a: Acquisition<G, R>,
+    first: Try<G, R>,
+    firstSentAt: number,
+    started: number,
+    registered?: Waiter,
+  ): Promise<Outcome<G, R>> {
+    const { name, owner, signal } = a;
+    const { waits, closing } = this.#context;
+    const deadline = started + a.wait;
+    const queue = a.wait > 0 && a.subscribe !== undefined;
+    let waiter = registered;
+    let tries = 1;
     let granted = false;
     /** Refused while queueing: the backend holds a queue entry for us until we leave. */
     let queued = false;
-    this.#active += 1;
     try {
-      const firstSentAt = now();
-      let last = await this.#try(a, tries++, queue);
+      let last = first;
       if ('granted' in last) {
         granted = true;
         return last;
@@ -117,7 +170,7 @@ export class AcquireLoop {
       if (!queue) return { refused: last.refused, waited: 0 };
       queued = true;
       let holdOffUntil = Math.min(now() + (last.holdOff ?? 0), deadline);
-      waiter ??= waits.join(name, owner, subscribe);
+      waiter ??= waits.join(name, owner, subscribeOf(a));
       await waiter.ready(signal, closing);
       // Unless the subscription was live before the first attempt was sent, a release since may
       // have gone unheard: try again at once.
@@ -151,8 +204,12 @@ export class AcquireLoop {
       // Gave up (timed out, aborted, failed, closed): leave the backend's queue, passing on a
       // reservation, before the caller hears why, so a release right after cannot pick us.
       if (queued && !granted && a.leave) await a.leave().catch(this.#context.onLeaveError);
-      this.#active -= 1;
-      if (this.#active === 0) this.#drained?.();
+      this.end();
     }
   }
+}
+
+/** The acquisition's way to hear hand-offs: its own, or none (a caller that does not queue). */
+function subscribeOf<G, R>(a: Acquisition<G, R>): Subscribe {
+  return a.subscribe ?? (() => Promise.resolve(() => {}));
 }

@@ -1,5 +1,5 @@
 import { setMaxListeners } from 'node:events';
-import { AcquireLoop } from '../core/acquire-loop.js';
+import { AcquireLoop, type Acquisition, type Outcome } from '../core/acquire-loop.js';
 import { now } from '../core/clock.js';
 import { DEFAULTS } from '../core/defaults.js';
 import { type AcquireContext, outcomeOf, trace, traced, tracing } from '../core/diagnostics.js';
@@ -16,6 +16,12 @@ import { kindName, type Resolved } from './options.js';
 
 /** An engine's attempt that won the lock. */
 type Granted = Extract<Attempt, { acquired: true }>;
+
+/** The grant an acquisition came to; refused until its wait ran out, it times out. */
+function grantOf(name: string, outcome: Outcome<Granted, null>): Granted {
+  if ('refused' in outcome) throw new LockTimeoutError(name, outcome.waited);
+  return outcome.granted;
+}
 
 /** What the acquisitions of an instance report to it. */
 export interface AcquisitionHost {
@@ -108,21 +114,38 @@ export class Acquisitions {
 
   async #take(name: string, o: Resolved, started: number, engine: LockEngine): Promise<Lock> {
     const owner = newOwnerToken();
-    const outcome = await this.loop.run<Granted, null>({
-      name,
-      owner,
-      wait: o.wait,
-      signal: o.signal,
-      attempt: async (tries, queue) => {
-        const attempt = await engine.attempt(name, owner, o.ttl, tries, queue);
-        return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
-      },
-      giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
-      subscribe: (onHandOff) => engine.watch(name, onHandOff),
-      leave: async () => engine.leave?.(name, owner),
-    });
-    if ('refused' in outcome) throw new LockTimeoutError(name, outcome.waited);
-    const attempt = outcome.granted;
+    const loop = this.loop;
+    const queue = o.wait > 0;
+    let attempt: Granted;
+    if (loop.straight(name, queue, o.signal)) {
+      // The first attempt straight to the engine: the loop's closures are made only if refused.
+      const sentAt = now();
+      let first: Attempt;
+      try {
+        first = await engine.attempt(name, owner, o.ttl, 0, queue);
+      } catch (error) {
+        loop.end();
+        throw error;
+      }
+      if (first.acquired) {
+        try {
+          const unwanted = loop.unwanted(o.signal);
+          if (unwanted !== undefined) {
+            // Won, but nobody will use it: give it back before reporting why.
+            await engine.release(name, first.owner ?? owner).catch(() => undefined);
+            throw unwanted;
+          }
+        } finally {
+          loop.end();
+        }
+        attempt = first;
+      } else {
+        const refused = { refused: null, ...first };
+        attempt = grantOf(name, await loop.resume(this.#acquisition(name, owner, o, engine), refused, sentAt, started));
+      }
+    } else {
+      attempt = grantOf(name, await loop.run(this.#acquisition(name, owner, o, engine)));
+    }
     const lock = new Lock(
       {
         name,
@@ -140,6 +163,23 @@ export class Acquisitions {
       this.#host.emit('acquired', { name, fencingToken: lock.fencingToken, waited: Math.round(now() - started) });
     }
     return lock;
+  }
+
+  /** An acquisition of `name` under `owner` on `engine`, as the acquire loop runs it. */
+  #acquisition(name: string, owner: string, o: Resolved, engine: LockEngine): Acquisition<Granted, null> {
+    return {
+      name,
+      owner,
+      wait: o.wait,
+      signal: o.signal,
+      attempt: async (tries, queue) => {
+        const attempt = await engine.attempt(name, owner, o.ttl, tries, queue);
+        return attempt.acquired ? { granted: attempt } : { refused: null, ...attempt };
+      },
+      giveBack: (attempt) => engine.release(name, attempt.owner ?? owner),
+      subscribe: (onHandOff) => engine.watch(name, onHandOff),
+      leave: async () => engine.leave?.(name, owner),
+    };
   }
 
   /** A lock taken elsewhere (a job's run) that this instance now holds. */
