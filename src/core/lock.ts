@@ -168,18 +168,20 @@ export class Lock implements AsyncDisposable {
    * While reentrant holds of the lease remain, it only gives up this hold: true while the lease is
    * still held; the last hold released ends the lease.
    */
-  async release(): Promise<boolean> {
-    if (this.#handleReleased) return false;
+  release(): Promise<boolean> {
+    // Not an async function: a release is on every lock's path, and the backend's promise is
+    // handed back as it is (nothing here throws: the lease's end only reads and clears state).
+    if (this.#handleReleased) return Promise.resolve(false);
     this.#handleReleased = true;
     const root = this.#root;
     root.#holds -= 1;
-    if (root.#holds > 0) return root.#state === 'held' && root.expiresIn() > 0;
+    if (root.#holds > 0) return Promise.resolve(root.#state === 'held' && root.expiresIn() > 0);
     return root.#end();
   }
 
   /** The lease's end: stop keeping it and release it on the backend. */
-  async #end(): Promise<boolean> {
-    if (this.#state === 'released') return false;
+  #end(): Promise<boolean> {
+    if (this.#state === 'released') return Promise.resolve(false);
     this.#state = 'released';
     this.#context.keeper.cancel(this.#kept);
     this.#context.onDone(this);

@@ -198,12 +198,12 @@ export class Acquisitions {
       driftFactor: host.driftFactor,
       instance: host.instance,
       extend: (name, owner, ttl) => this.#inFlight(engine.extend(name, owner, ttl)),
-      release: async (lock) => {
-        const released = await engine.release(lock.name, lock.owner);
-        if (host.hears('released'))
-          host.emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
-        return released;
-      },
+      release: (lock) =>
+        engine.release(lock.name, lock.owner).then((released) => {
+          if (host.hears('released'))
+            host.emit('released', { name: lock.name, fencingToken: lock.fencingToken, released });
+          return released;
+        }),
       onLost: (lock, error) => host.emit('lost', { name: lock.name, fencingToken: lock.fencingToken, error }),
       onExtended: (lock) =>
         host.emit('extended', { name: lock.name, fencingToken: lock.fencingToken, expiresIn: lock.expiresIn() }),

@@ -156,9 +156,13 @@ export class Single implements LockEngine {
     return { extended: true, validUntil: until };
   }
 
-  async release(name: string, owner: string): Promise<boolean> {
-    const reply = await this.#bounded(this.#primitive.release(this.store, name, owner), 'release');
-    return reply === 'released';
+  release(name: string, owner: string): Promise<boolean> {
+    // A promise chain, not an async function: on every lock's path.
+    try {
+      return this.#bounded(this.#primitive.release(this.store, name, owner), 'release').then(isReleased);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   async leave(name: string, owner: string): Promise<void> {
@@ -182,4 +186,9 @@ export class Single implements LockEngine {
   async close(): Promise<void> {
     if (this.#owned) await this.store.close();
   }
+}
+
+/** Whether a release's reply says this call ended the lease. */
+function isReleased(reply: string): boolean {
+  return reply === 'released';
 }
