@@ -12,6 +12,8 @@ export { BadReply, decodeRun as storedRun, readLockValue } from '../formats.js';
 /** A reply's decoding. `codes`: the return codes it knows, as the script's header lists them; null for a reply without one. */
 export interface Decoder<Reply> {
   readonly codes: readonly number[] | null;
+  /** A positive integer alone is a reply of its own, beside the codes (acquire's token). */
+  readonly positive?: true;
   /** Throws BadReply for a reply it does not know (the caller names the script). */
   readonly decode: (reply: unknown) => Reply;
 }
@@ -36,6 +38,25 @@ export function shaped<Reply>(decode: (reply: readonly unknown[]) => Reply): Dec
 
 /** A reply that is one integer. */
 export const integerReply: Decoder<number> = { codes: null, decode: integer };
+
+/**
+ * A reply that is a positive integer alone (`plain`'s, on the hot path: no array to build on the
+ * server and parse here), or else a return code first in an array (`byCode`'s cases, whose codes
+ * are not positive).
+ */
+export function positiveOr<Reply>(plain: (n: number) => Reply, cases: Decoder<Reply>): Decoder<Reply> {
+  return {
+    codes: cases.codes,
+    positive: true,
+    decode: (reply) => (Array.isArray(reply) ? cases.decode(reply) : positiveInteger(reply, plain)),
+  };
+}
+
+function positiveInteger<Reply>(reply: unknown, plain: (n: number) => Reply): Reply {
+  const n = integer(reply);
+  if (n <= 0) throw new BadReply();
+  return plain(n);
+}
 
 /**
  * A reply that is a return code, alone (`1`) or first in an array (`{1, token}`): one decoding per

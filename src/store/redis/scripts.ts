@@ -47,6 +47,7 @@ import {
   integer,
   integerReply,
   parseCounter,
+  positiveOr,
   readLockValue,
   shaped,
   storedRun,
@@ -184,6 +185,7 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     },
     reply: {
       codes: reply.codes,
+      ...(reply.positive ? { positive: true } : {}),
       decode: (raw) => {
         try {
           return reply.decode(raw);
@@ -275,11 +277,13 @@ const DECLARED = {
       return queue === 'member' ? [...head, publish, k.channel] : head;
     },
     handsOn: true,
-    reply: byCode<AcquireReply | HeldAsReply>({
-      1: (r) => ({ acquired: true, fence: integer(r[1]) }),
-      0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
-      [-1]: (r) => ({ acquired: false, heldAs: integer(r[1]) }),
-    }),
+    reply: positiveOr<AcquireReply | HeldAsReply>(
+      (fence) => ({ acquired: true, fence }),
+      byCode<AcquireReply | HeldAsReply>({
+        0: (r) => ({ acquired: false, pttl: integer(r[1]) }),
+        [-1]: (r) => ({ acquired: false, heldAs: integer(r[1]) }),
+      }),
+    ),
   }),
 
   release: declare({

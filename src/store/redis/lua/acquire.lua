@@ -23,7 +23,8 @@
 --          (lib/hand-on.lua, hand_on)
 -- ARGV[9]  publish command (as release's), sent when ARGV[4] is '2': for ask_first
 -- ARGV[10] release channel, sent with ARGV[9]
--- returns  {1, token}  acquired (or already held by this owner: the token of that grant)
+-- returns  token       acquired (or already held by this owner: the token of that grant), a
+--                       positive integer: the hot path's reply, not an array
 --          {0, pttl}   held by another owner, or reserved for another waiter; pttl is how long that lasts
 --          {-1, limit} held by a semaphore of <limit> permits (another kind of lock); nothing changed
 local owner = ARGV[1]
@@ -43,7 +44,7 @@ if token then
       ask_first(KEYS[3], KEYS[4], math.floor(now_us / 1000), ARGV[9], ARGV[10])
     end
   end
-  return {1, token}
+  return token
 end
 -- '^<limit>[*]': shared holds. A read-write lock's (limit 0) exclusive mode waits for them; a
 -- semaphore's name is not a mutex's.
