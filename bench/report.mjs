@@ -98,20 +98,16 @@ function judge(summary) {
   }
   // The lean core's memory goals (issue #25), each beside the fenced floor's measure of the same run:
   // a target below the floor is out of reach for any lock that keeps a fencing counter.
-  const fencedFloor = (key, limit) => {
-    const mine = self('footprint', key);
-    const floor = summary.footprint?.[FENCED_FLOOR]?.[key];
-    if (typeof mine !== 'number') return '';
-    if (typeof floor !== 'number') return mine.toFixed(0);
-    const reach = floor > limit ? ': the target is below it' : '';
-    return `${mine.toFixed(0)} (fenced floor ${floor.toFixed(0)}${reach})`;
-  };
   for (const [label, key, limit] of [
     ['redis B per held lock', 'serverBytesPerHeld', 250],
     ['redis B per released name', 'serverBytesPerReleased', 150],
   ]) {
     const value = self('footprint', key);
-    if (typeof value === 'number') bar(label, `≤ ${limit}`, fencedFloor(key, limit), value <= limit);
+    if (typeof value !== 'number') continue;
+    const floor = summary.footprint?.[FENCED_FLOOR]?.[key];
+    const reach = typeof floor === 'number' && floor > limit ? ': the target is below it' : '';
+    const beside = typeof floor === 'number' ? ` (fenced floor ${floor.toFixed(0)}${reach})` : '';
+    bar(label, `≤ ${limit}`, `${value.toFixed(0)}${beside}`, value <= limit);
   }
   atMost('client heap B per held lock', self('footprint', 'heapBytesPerHeld'), 600, 0);
   return bars;

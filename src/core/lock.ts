@@ -170,7 +170,7 @@ export class Lock implements AsyncDisposable {
    */
   release(): Promise<boolean> {
     // Not an async function: a release is on every lock's path, and the backend's promise is
-    // handed back as it is (nothing here throws: the lease's end only reads and clears state).
+    // handed back as it is (the lease's end turns anything thrown into a rejection).
     if (this.#handleReleased) return Promise.resolve(false);
     this.#handleReleased = true;
     const root = this.#root;
@@ -179,12 +179,20 @@ export class Lock implements AsyncDisposable {
     return root.#end();
   }
 
-  /** The lease's end: stop keeping it and release it on the backend. */
+  /** The lease's end: stop keeping it and release it on the backend. Rejects, never throws. */
   #end(): Promise<boolean> {
     if (this.#state === 'released') return Promise.resolve(false);
     this.#state = 'released';
-    this.#context.keeper.cancel(this.#kept);
-    this.#context.onDone(this);
+    try {
+      this.#context.keeper.cancel(this.#kept);
+      this.#context.onDone(this);
+      return this.#released();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  #released(): Promise<boolean> {
     if (!traced(tracing.release)) return this.#context.release(this);
     return trace(
       tracing.release,
