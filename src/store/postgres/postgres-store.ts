@@ -54,6 +54,9 @@ const MISSING_SCHEMA = new Set(['42P01', '42883']);
  */
 const NOT_PREPARED = new Set(['26000', '42P05']);
 
+/** The first characters of acquire's refusals: '-<ms left>' and '^<limit>'. */
+const MINUS = 0x2d;
+const CARET = 0x5e;
 const RELEASE_REPLIES: readonly Port.ReleaseReply[] = ['released', 'expired', 'not-owner'];
 const EXTEND_REPLIES: readonly Port.ExtendReply[] = ['extended', 'expired', 'not-owner'];
 
@@ -191,11 +194,12 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     const { instance, fenceRetention, waiterLease } = this.#settings;
     const values = [name, r.owner, r.ttl, r.minFence ?? 0, queueCode(r.queue), instance, fenceRetention, waiterLease];
     return this.#call('acquire', this.#sql.acquire, values, (rows, reply) => {
-      const row = reply.row(rows);
-      const value = reply.int(row.value, 'value');
-      if (reply.bool(row.acquired, 'acquired')) return { acquired: true, fence: value };
-      const heldAs = reply.intOrNull(row.held_as, 'held_as');
-      return heldAs === null ? { acquired: false, pttl: value } : { acquired: false, heldAs };
+      // '<token>', '-<ms left>' or '^<limit>' (the attempt function in schema.ts).
+      const text = reply.text(reply.row(rows).reply, 'reply');
+      const mark = text.charCodeAt(0);
+      if (mark === MINUS) return { acquired: false, pttl: reply.int(text.slice(1), 'reply') };
+      if (mark === CARET) return { acquired: false, heldAs: reply.int(text.slice(1), 'reply') };
+      return { acquired: true, fence: reply.int(text, 'reply') };
     });
   }
 

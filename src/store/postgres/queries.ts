@@ -53,7 +53,7 @@ export function statements(n: SchemaNames): Statements {
   const args = (count: number) => Array.from({ length: count }, (_, i) => `$${i + 1}`).join(', ');
   return {
     version: { text: `SELECT obj_description(to_regclass($1), 'pg_class') AS version` },
-    acquire: named('acquire', `SELECT acquired, value, held_as FROM ${n.fn.acquire}(${args(8)})`),
+    acquire: named('acquire', `SELECT ${n.fn.attempt}(${args(8)}) AS reply`),
     release: named('release', `SELECT ${n.fn.release}(${args(5)}) AS reply`),
     extend: named('extend', `SELECT ${n.fn.extend}(${args(3)}) AS reply`),
     leave: named('leave', `SELECT ${n.fn.leave}(${args(5)}) AS reply`),

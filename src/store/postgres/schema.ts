@@ -18,7 +18,7 @@ import { dollarQuote, epochMs, firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, 
  */
 
 /** Bumped when the schema changes; stored as the locks table's comment, so a store checks it in one read. */
-export const SCHEMA_VERSION = 'leasehold postgres schema 7';
+export const SCHEMA_VERSION = 'leasehold postgres schema 8';
 
 /** PostgreSQL's longest identifier, in bytes (NAMEDATALEN - 1). */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -44,6 +44,8 @@ export interface SchemaNames {
     readonly handOn: string;
     readonly endLease: string;
     readonly acquire: string;
+    /** acquire, replying with one text (see its definition). */
+    readonly attempt: string;
     readonly release: string;
     readonly extend: string;
     readonly leave: string;
@@ -126,6 +128,7 @@ export function schemaNames(prefix: string): SchemaNames {
       handOn: q('hand_on'),
       endLease: q('end_lease'),
       acquire: q('acquire'),
+      attempt: q('attempt'),
       release: q('release'),
       extend: q('extend'),
       leave: q('leave'),
@@ -159,6 +162,11 @@ export function schemaNames(prefix: string): SchemaNames {
 export function migrationLockKey(prefix: string): readonly [number, number] {
   return [0x6c656173, createHash('sha256').update(prefix).digest().readInt32BE(0)];
 }
+
+/** acquire's arguments, as attempt and the row-replying acquire both take them. */
+const ACQUIRE_ARGS =
+  'p_name text, p_owner text, p_ttl bigint, p_min_fence bigint, p_queue integer, p_instance text, ' +
+  'p_retention bigint, p_waiter_lease bigint';
 
 /** The functions of one prefix. Row states: held (lease live, not reserved), reserved (live, reserved), free. */
 function functions(n: SchemaNames): string[] {
@@ -301,13 +309,13 @@ END`,
     // flag the lease so its release hands it on. A row whose lease is over is taken by one UPDATE;
     // any other case reads the row first. A queued caller that takes it free (no hand-off named
     // the waiter now first) wakes that waiter to ask again (ask_first), on the lock's channel.
-    // Returns (true, token) or (false, ms the holder's lease or the reservation has left); a name
-    // a semaphore holds (owner '^<limit>', see shared-sql.ts) is another kind: (false, 0, limit).
+    // Returns one text, as a scalar costs the server less than a row: '<token>' acquired, '-<ms>'
+    // refused (ms the holder's lease or the reservation has left), '^<limit>' a name a semaphore
+    // holds (owner '^<limit>', see shared-sql.ts), which is another kind.
     fn(
-      n.fn.acquire,
-      'p_name text, p_owner text, p_ttl bigint, p_min_fence bigint, p_queue integer, p_instance text, ' +
-        'p_retention bigint, p_waiter_lease bigint, OUT acquired boolean, OUT value bigint, OUT held_as bigint',
-      'record',
+      n.fn.attempt,
+      ACQUIRE_ARGS,
+      'text',
       `
 DECLARE
   t timestamptz := clock_timestamp();
@@ -321,10 +329,10 @@ BEGIN
   IF NOT taken_free THEN
     r := ${n.fn.row}(p_name, t, true);
     IF ${held} AND r.owner = p_owner THEN
-      acquired := true; value := r.fence; RETURN;
+      RETURN r.fence::text;
     END IF;
     IF ${held} AND left(r.owner, 1) = '^' AND r.owner <> '^0' THEN
-      acquired := false; value := 0; held_as := substr(r.owner, 2)::bigint; RETURN;
+      RETURN '^' || substr(r.owner, 2)::bigint;
     END IF;
     IF ${held} OR (${reserved} AND r.owner <> p_owner) THEN
       IF p_queue <> 0 THEN
@@ -334,7 +342,7 @@ BEGIN
         UPDATE ${locks} SET flagged = true, retain_until = greatest(retain_until, t + p_waiter_lease * ${MS})
           WHERE name = p_name;
       END IF;
-      acquired := false; value := ${left('r.expires_at')}; RETURN;
+      RETURN '-' || ${left('r.expires_at')};
     END IF;
     taken_free := NOT ${reserved};
     UPDATE ${locks} SET ${take('r.fence')}, flagged = ${reserved} AND r.flagged
@@ -344,7 +352,21 @@ BEGIN
     DELETE FROM ${waiters} WHERE name = p_name AND (owner = p_owner OR alive_until < t);
     IF taken_free THEN PERFORM ${n.fn.askFirst}(p_name, t, ${channelSql(n.prefixLiteral, 'p_name')}); END IF;
   END IF;
-  acquired := true; value := token;
+  RETURN token::text;
+END`,
+    ),
+    // The reply of schema 7 and before, as (acquired, value, held_as), for a store of an earlier
+    // version still running against this schema while its instances are replaced.
+    fn(
+      n.fn.acquire,
+      `${ACQUIRE_ARGS}, OUT acquired boolean, OUT value bigint, OUT held_as bigint`,
+      'record',
+      `
+DECLARE reply text := ${n.fn.attempt}(p_name, p_owner, p_ttl, p_min_fence, p_queue, p_instance, p_retention, p_waiter_lease);
+BEGIN
+  acquired := left(reply, 1) NOT IN ('-', '^');
+  value := CASE left(reply, 1) WHEN '-' THEN substr(reply, 2)::bigint WHEN '^' THEN 0 ELSE reply::bigint END;
+  held_as := CASE WHEN left(reply, 1) = '^' THEN substr(reply, 2)::bigint END;
 END`,
     ),
     // End p_owner's lease as end_lease does; a lease p_owner holds with nobody flagged behind it is
