@@ -11,7 +11,8 @@ export default {
   name: 'redlock',
   title: `Redlock: ${NODES} independent redis-servers, one loop, acquire + release on one key`,
   nodes: NODES,
-  libraries: ['leasehold', 'redlock', 'redis-semaphore'],
+  // 'baseline' (LEASEHOLD_BASELINE, see peers.mjs) when it is given.
+  libraries: ['leasehold', 'baseline', 'redlock', 'redis-semaphore'],
   metrics: [
     { key: 'cyclesPerSec', label: 'cycles/s', better: 'higher', digits: 0 },
     { key: 'acquireP50', label: 'acquire p50 ms', better: 'lower', digits: 3 },

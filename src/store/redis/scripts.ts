@@ -163,7 +163,7 @@ interface Spec<K, Request, Reply> {
   readonly lua: string;
   readonly access: Access;
   readonly layout: (prefix: string, name: string) => K;
-  readonly keys: (keys: K) => readonly string[];
+  readonly keys: (keys: K, request: Request) => readonly string[];
   readonly args: (request: Request, keys: K, publish: string, bound: BoundArgs) => readonly (string | number)[];
   readonly handsOn?: boolean;
   readonly reply: Decoder<Reply>;
@@ -181,7 +181,7 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     handsOn: spec.handsOn ?? false,
     input: (prefix, lock, request, publish, bound) => {
       const k = layout(prefix, lock);
-      return { keys: keys(k), args: args(request, k, publish, bound) };
+      return { keys: keys(k, request), args: args(request, k, publish, bound) };
     },
     reply: {
       codes: reply.codes,
@@ -267,12 +267,13 @@ const DECLARED = {
     lua: acquireSource,
     access: 'write',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
-    // A caller that will not wait never queues: the room (read only when queueing) is left out; only
-    // a queued one may wake the waiter after it (ask_first), so only it is given the channel.
+    // A caller that will not wait (every Redlock node's) never queues: the queue's keys, the waiter
+    // lease and the room are read only when queueing, and are left out; only a queued one may wake
+    // the waiter after it (ask_first), so only it is given the channel.
+    keys: (k, r: AcquireRequest) => (r.queue === undefined ? [k.lock, k.fence] : [k.lock, k.fence, k.waiters, k.alive]),
     args: (r: AcquireRequest, k, publish, b) => {
       const { owner, ttl, minFence = 0, queue } = r;
-      if (queue === undefined) return [owner, ttl, minFence, '0', b.instance, b.fenceRetention, b.waiterLease];
+      if (queue === undefined) return [owner, ttl, minFence, '0', b.instance, b.fenceRetention];
       const head = [owner, ttl, minFence, QUEUE_MODE[queue], b.instance, b.fenceRetention, b.waiterLease, b.room];
       return queue === 'member' ? [...head, publish, k.channel] : head;
     },

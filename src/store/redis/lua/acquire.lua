@@ -8,7 +8,8 @@
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key        (value: see lib/lease.lua; PX: the ttl, or a reservation's)
 -- KEYS[2]  fencing counter ('<token> <taken-at µs> <instance>[|<owner> once released]', PX: retention)
--- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs)
+-- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs), sent when
+--          ARGV[4] is not '0' (as KEYS[4], ARGV[7] and ARGV[8]: only a caller that will wait queues)
 -- KEYS[4]  liveness        (hash: owner token -> the waiter's deadline, server time in ms)
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
