@@ -70,8 +70,10 @@ export default {
   title: 'Footprint: locks held at once on distinct names, then released',
   once: true,
   timeLimitMs: () => 180_000,
+  // 'baseline' (LEASEHOLD_BASELINE, see peers.mjs) when it is given.
   libraries: [
     'leasehold',
+    'baseline',
     'redis-semaphore',
     'redlock',
     '@sesamecare-oss/redlock',

@@ -267,15 +267,12 @@ end
 local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, room)
   local holder, flagged = read_lock(value)
   if holder == owner then
-    -- APPEND keeps the counter's TTL; on a counter gone already it would make a key without one.
-    if redis.call('APPEND', fence, '|' .. owner) == #owner + 1 then
-      redis.call('DEL', fence)
-    end
+    mark_released(fence, owner)
     local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
     if token then
       -- A grant outright rewrote the counter for the next owner in this same call: mark this
       -- owner's release on it again, so a re-sent release still answers released.
-      redis.call('APPEND', fence, '|' .. owner)
+      mark_released(fence, owner)
     end
     return 1, told, token
   end

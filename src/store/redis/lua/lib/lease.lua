@@ -61,6 +61,16 @@ local function grant_of(counter)
   return fence_of(counter), tonumber(string.match(counter or '', '^%d+ (%d+)')) or 0
 end
 
+-- Mark the grant on `fence` released by `owner`: '<grant>|<owner>', its TTL kept. A counter gone
+-- already stays gone. Written whole rather than by APPEND, which would leave the string room to
+-- grow that it never uses (about 80 B more per released name, kept for the retention).
+local function mark_released(fence, owner)
+  local counter = redis.call('GET', fence)
+  if counter then
+    redis.call('SET', fence, counter .. '|' .. owner, 'KEEPTTL')
+  end
+end
+
 -- Issue the next fencing token and record the grant in the counter (with its retention): one
 -- above the counter's token, and never below the server's clock in µs (`now_us`, `stamp` as a
 -- string) nor below `floor`. A counter lost to a failover, a restart without persistence or an
