@@ -5,7 +5,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Finding } from '../../src/cli/doctor/finding.js';
 import type { NodeFacts } from '../../src/cli/doctor/probe.js';
-import { clock, cluster, latency, persistence, replication } from '../../src/cli/doctor/rules.js';
+import { clock, cluster, latency, persistence, replication, version } from '../../src/cli/doctor/rules.js';
 import { looksLikeFenceRecord, looksLikeLockName, looksLikeToken } from '../../src/cli/doctor/scan.js';
 import { Leasehold } from '../../src/index.js';
 import { type RedisServer, randomPrefix, startCluster, startRedis, waitFor } from '../harness/index.js';
@@ -261,6 +261,17 @@ describe('doctor rules on facts', () => {
     latency: null,
     cluster: null,
     ...over,
+  });
+
+  it('version: Redis 6.2 or later is ok; an older server is unsafe, since every acquire needs SET … GET', () => {
+    const on = (v: string) => version(facts({ info: new Map([['redis_version', v]]) }));
+    expect(on('7.0.15').level).toBe('ok');
+    expect(on('6.2.14')).toMatchObject({
+      level: 'ok',
+      summary: 'Redis 6.2.14: no Redis Functions; leasehold runs its scripts by EVALSHA',
+    });
+    expect(on('6.0.16')).toMatchObject({ level: 'unsafe', summary: 'Redis 6.0.16 is older than Redis 6.2' });
+    expect(on('5.0.7').level).toBe('unsafe');
   });
 
   it('clock offset: ok within 100 ms, a warning below clockTolerance, unsafe beyond it (net of half the round trip)', () => {

@@ -59,11 +59,13 @@ export function version(facts: NodeFacts): Finding {
   }
   const name =
     facts.info.get('server_name') === 'valkey' ? `Valkey ${facts.info.get('valkey_version') ?? v}` : `Redis ${v}`;
-  const major = Number(v.split('.')[0]);
+  const [major = 0, minor = 0] = v.split('.').map(Number);
   if (major >= 7) return ok('version', `${name}: Redis Functions available`);
-  if (major >= 6) return ok('version', `${name}: no Redis Functions; leasehold runs its scripts by EVALSHA`);
-  return found('warn', 'version', `${name} is older than Redis 6`, [
-    'leasehold is tested on Redis 6 and 7; an older server may lack commands its scripts use.',
+  if (major === 6 && minor >= 2) {
+    return ok('version', `${name}: no Redis Functions; leasehold runs its scripts by EVALSHA`);
+  }
+  return found('unsafe', 'version', `${name} is older than Redis 6.2`, [
+    'every acquire issues its fencing token with SET … GET, which Redis 6.2 added: here each one fails with STORE_ERROR.',
     'upgrade to Redis 7 (or Valkey).',
   ]);
 }
