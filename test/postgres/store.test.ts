@@ -126,6 +126,9 @@ describe('PostgreSQL store', () => {
       const refused = (await asRow('held')).rows[0];
       expect(refused).toMatchObject({ acquired: false, held_as: null });
       expect(Number(refused.value)).toBeGreaterThan(0);
+      const granted = (await asRow('free')).rows[0];
+      expect(granted).toMatchObject({ acquired: true, held_as: null });
+      expect(Number(granted.value)).toBeGreaterThan(0);
       const s = store({ prefix });
       expect((await s.queued('held', 5)).first).toEqual(['w']);
       expect(await s.release('held', 'a')).toBe('released');

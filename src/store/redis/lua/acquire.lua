@@ -9,8 +9,8 @@
 -- KEYS[1]  lock key        (value: see lib/lease.lua; PX: the ttl, or a reservation's)
 -- KEYS[2]  fencing counter ('<token> <taken-at µs> <instance>[|<owner> once released]', PX: retention)
 -- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs), sent when
---          ARGV[4] is not '0' (as KEYS[4], ARGV[7] and ARGV[8]: only a caller that will wait queues)
--- KEYS[4]  liveness        (hash: owner token -> the waiter's deadline, server time in ms)
+--          ARGV[4] is not '0': only a caller that will wait queues
+-- KEYS[4]  liveness        (hash: owner token -> the waiter's deadline, server time in ms), as KEYS[3]
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
@@ -18,7 +18,8 @@
 --          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
 -- ARGV[5]  instance label of the caller
 -- ARGV[6]  retention of the fencing counter in ms
--- ARGV[7]  a waiter's liveness in ms: a queued waiter that does not try again within it is dropped
+-- ARGV[7]  a waiter's liveness in ms, sent when ARGV[4] is not '0': a queued waiter that does not
+--          try again within it is dropped
 -- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is not '0', or '': a queued
 --          waiter from a room may be granted the lock outright by a release from the same room
 --          (lib/hand-on.lua, hand_on)
