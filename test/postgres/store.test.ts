@@ -66,6 +66,41 @@ describe('PostgreSQL store', () => {
         expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
     });
 
+    it('on one pg Client shared by two stores, their listeners and many calls at once, never sends a statement while another runs', async () => {
+      // pg runs one statement at a time on a Client; one sent meanwhile waits in a queue of pg's
+      // that pg deprecates (and pg 9 removes). The stores order their own statements.
+      const client = await testClient(db.server);
+      later(() => client.end());
+      const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+      let running = 0;
+      let overlapped = 0;
+      let sent = 0;
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        sent += 1;
+        if (running > 0) overlapped += 1;
+        running += 1;
+        const done = () => {
+          running -= 1;
+        };
+        const reply = query(...args);
+        reply.then(done, done);
+        return reply;
+      };
+      const prefix = randomPrefix();
+      const [a, b] = [leasehold(client, { prefix }), leasehold(client, { prefix })];
+      const held = await a.acquire('busy', { ttl: 5_000 });
+      // Waiters on both, so both listen on the client while the calls run.
+      const waiting = [a, b].map((l) => l.withLock('busy', { ttl: 5_000, wait: 5_000 }, async () => true));
+      const calls = Array.from({ length: 40 }, (_, i) =>
+        (i % 2 === 0 ? a : b).withLock(`name-${i % 7}`, { ttl: 5_000, wait: 5_000 }, async () => i),
+      );
+      expect(await Promise.all(calls)).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      await held.release();
+      expect(await Promise.all(waiting)).toEqual([true, true]);
+      expect(sent).toBeGreaterThan(80);
+      expect(overlapped).toBe(0);
+    });
+
     it('refuses settings that are not what they should be, naming them', () => {
       const cases: Array<[unknown, RegExp]> = [
         [{ postgres: db.pool, listen: 'postgres://elsewhere' }, /`listen` must be a pg Pool or Client, got "postgres/],

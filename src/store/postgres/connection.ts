@@ -56,6 +56,49 @@ export interface PgPool {
   readonly Client?: unknown;
 }
 
+/**
+ * Statements sent to one pg Client by this process's stores and listeners, in flight or waiting:
+ * a Client runs one statement at a time, and pg deprecates (and pg 9 removes) its own queue for a
+ * statement sent while another runs.
+ */
+interface Turns {
+  busy: number;
+  /** Settles once the last statement sent has. */
+  last: Promise<unknown>;
+}
+
+const TURNS = new WeakMap<object, Turns>();
+
+/**
+ * Send `config` on `client` once every statement sent to it before through here has settled, in
+ * the order sent: several stores sharing one caller's client, and a listener on it, never overlap
+ * their statements. A client with nothing in flight is sent to at once.
+ */
+export function inTurn(client: Pick<PgClient, 'query'>, config: QueryConfig): Promise<{ rows: Row[] }> {
+  let turns = TURNS.get(client);
+  if (turns === undefined) {
+    turns = { busy: 0, last: Promise.resolve() };
+    TURNS.set(client, turns);
+  }
+  const own = turns;
+  const send = () => client.query(config);
+  let sent: Promise<{ rows: Row[] }>;
+  if (own.busy > 0) sent = own.last.then(send);
+  else {
+    try {
+      sent = send();
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+  }
+  own.busy += 1;
+  const settled = () => {
+    own.busy -= 1;
+  };
+  own.last = sent.then(settled, settled);
+  return sent;
+}
+
 /** A pg Client the store makes, connects and ends itself: its listening connection. */
 export interface PgSessionClient extends PgClient {
   connect(): Promise<unknown>;

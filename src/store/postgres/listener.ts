@@ -1,6 +1,7 @@
 import type { LockError } from '../../core/errors.js';
 import { Retrying } from '../../core/retrying.js';
 import {
+  inTurn,
   isPgPool,
   type PgBackend,
   type PgClient,
@@ -116,7 +117,7 @@ function ownConnection(pool: PgPool, make: () => PgSessionClient): Sessions {
     idle: async (client) => {
       const own = client as PgSessionClient;
       try {
-        await own.query({ text: 'UNLISTEN *' });
+        await inTurn(own, { text: 'UNLISTEN *' });
       } catch {
         end(own);
         return;
@@ -156,7 +157,7 @@ function checkedOut(pool: PgPool): Sessions {
     idle: async (client) => {
       // A session goes back to the pool listening to nothing; one that cannot say so is destroyed.
       try {
-        await client.query({ text: 'UNLISTEN *' });
+        await inTurn(client, { text: 'UNLISTEN *' });
         client.release?.();
       } catch (error) {
         client.release?.(error);
@@ -288,7 +289,7 @@ export class Listener {
     LISTENS.set(client, listens);
     if (count(listens, channel, 1) > 1) return;
     try {
-      await client.query({ text: `LISTEN ${quoteIdentifier(channel)}` });
+      await inTurn(client, { text: `LISTEN ${quoteIdentifier(channel)}` });
     } catch (error) {
       count(listens, channel, -1);
       throw this.#options.describe('LISTEN', error);
@@ -298,7 +299,7 @@ export class Listener {
   async #unlistenOn(client: PgClient, channel: string): Promise<void> {
     const listens = LISTENS.get(client);
     if (!listens || count(listens, channel, -1) > 0) return;
-    await client.query({ text: `UNLISTEN ${quoteIdentifier(channel)}` });
+    await inTurn(client, { text: `UNLISTEN ${quoteIdentifier(channel)}` });
   }
 
   #unhook(client: PgClient): void {

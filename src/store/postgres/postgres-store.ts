@@ -8,9 +8,13 @@ import { storeSettings } from '../settings.js';
 import {
   addressOf,
   checkListenPool,
+  inTurn,
+  isPgPool,
   isUnavailable,
   type PgBackend,
+  type PgClient,
   type PgPool,
+  type QueryConfig,
   type Row,
   storeError,
 } from './connection.js';
@@ -81,7 +85,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   readonly [STORE] = true;
   readonly kind = 'postgres';
   readonly address: string;
-  readonly #db: PgPool;
+  /** One statement on the pool, or on the client once its statements before have settled (inTurn). */
+  readonly #query: (config: QueryConfig) => Promise<{ rows: Row[] }>;
   readonly #settings: Port.StoreSettings;
   readonly #prefix: string;
   readonly #names: SchemaNames;
@@ -104,8 +109,13 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     db: PgBackend,
     { onError = () => {}, listen, migrate = true, preparedStatements = true, ...given }: PostgresStoreOptions = {},
   ) {
-    // A pool and a client both run a statement with query({ text, values }).
-    this.#db = db as unknown as PgPool;
+    if (isPgPool(db)) {
+      const pool = db as unknown as PgPool;
+      this.#query = (config) => pool.query(config);
+    } else {
+      const client = db as unknown as PgClient;
+      this.#query = (config) => inTurn(client, config);
+    }
     this.#settings = storeSettings(given);
     this.#prefix = this.#settings.prefix;
     this.#names = schemaNames(this.#prefix);
@@ -141,9 +151,9 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   #prepare(): Promise<void> {
     this.#ready ??= (async () => {
       if (this.#migrate) {
-        const { rows } = await this.#db.query({ text: this.#sql.version.text, values: [this.#names.locks] });
+        const { rows } = await this.#query({ text: this.#sql.version.text, values: [this.#names.locks] });
         // One simple-protocol query: its statements run as one transaction.
-        if (rows[0]?.version !== SCHEMA_VERSION) await this.#db.query({ text: migrationSql(this.#prefix) });
+        if (rows[0]?.version !== SCHEMA_VERSION) await this.#query({ text: migrationSql(this.#prefix) });
       }
       this.#prepared = true;
     })().catch((error: unknown) => {
@@ -156,9 +166,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
 
   /** Send one statement: named while named ones are kept. */
   #send({ name, text }: Statement, values: readonly unknown[]): Promise<{ rows: Row[] }> {
-    return name !== undefined && this.#named
-      ? this.#db.query({ name, text, values })
-      : this.#db.query({ text, values });
+    return this.#query(name !== undefined && this.#named ? { name, text, values } : { text, values });
   }
 
   /**
