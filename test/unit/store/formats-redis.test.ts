@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { HandOff } from '../../../src/core/engine.js';
 import {
   decodeFence,
   decodeLockValue,
@@ -141,6 +142,45 @@ describe('kept values on a real redis-server', () => {
       expect(await mine.release('m', 'W')).toBe('released');
       expect(await lock('m')).toEqual(reservedFor(['X']));
       expect(await fence('m')).toMatchObject({ token: handed.token, releasedBy: 'W' });
+    } finally {
+      await close();
+    }
+  });
+
+  it('a hand-off names the waiter woken and the live ones of the four behind the next; a dead next is dropped, a dead one behind skipped', async () => {
+    const { prefix, admin, storeOf, close, queue } = setup();
+    const theirs = storeOf('pod q');
+    // Whose liveness deadline is long past: a waiter that died (lib/hand-on.lua drops or skips it).
+    const kill = (name: string, owner: string) => admin.hset(lockKeys(prefix, name).alive, owner, '1');
+    const handOffOf = async (name: string, holder: string): Promise<HandOff> => {
+      const heard: HandOff[] = [];
+      const stop = await storeOf('pod watch').watch(name, (handOff) => {
+        heard.push(handOff);
+      });
+      try {
+        expect(await storeOf('pod h').release(name, holder)).toBe('released');
+        for (let i = 0; heard.length === 0 && i < 200; i++) await new Promise((r) => setTimeout(r, 5));
+      } finally {
+        stop();
+      }
+      expect(heard).toHaveLength(1);
+      return heard[0] as HandOff;
+    };
+    try {
+      for (const name of ['behind', 'next']) {
+        expect(await storeOf('pod h').acquire(name, request('H'))).toMatchObject({ acquired: true });
+        for (const w of ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7']) {
+          expect(await theirs.acquire(name, { ...request(w), queue: 'join' })).toMatchObject({ acquired: false });
+        }
+      }
+      // W1 is woken; W2 is next; of the four behind it (W3 to W6), W3 died and is skipped, not dropped.
+      await kill('behind', 'W3');
+      expect(await handOffOf('behind', 'H')).toEqual({ woken: 'W1', next: ['W2', 'W4', 'W5'] });
+      expect(await queue('behind')).toEqual(['W2', 'W3', 'W4', 'W5', 'W6', 'W7']);
+      // W2, which would be next, died: it is dropped, and W3 is next with two live ones behind it.
+      await kill('next', 'W2');
+      expect(await handOffOf('next', 'H')).toEqual({ woken: 'W1', next: ['W3', 'W4', 'W5'] });
+      expect(await queue('next')).toEqual(['W3', 'W4', 'W5', 'W6', 'W7']);
     } finally {
       await close();
     }

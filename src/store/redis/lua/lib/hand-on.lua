@@ -81,19 +81,29 @@ local function summon(alive, next, now_ms, ms)
   end
 end
 
--- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or ''.
+-- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or '': the
+-- first live one (dead ones ahead of it dropped, as first_live does) and the live among the four
+-- behind it. The first five and their entries are read in two calls; only a dead head costs more.
 local function following(waiters, alive, now_ms)
-  local next = first_live(waiters, alive, now_ms, false)
-  if next == '' then
+  local heads = redis.call('ZRANGE', waiters, 0, 4)
+  if #heads == 0 then
     return ''
   end
-  local after = 0
-  for _, w in ipairs(redis.call('ZRANGE', waiters, 1, 4)) do
+  local entries = redis.call('HMGET', alive, unpack(heads))
+  if waiter_of(entries[1]) < now_ms then
+    if first_live(waiters, alive, now_ms, false) == '' then
+      return ''
+    end
+    heads = redis.call('ZRANGE', waiters, 0, 4)
+    entries = redis.call('HMGET', alive, unpack(heads))
+  end
+  local next, after = heads[1], 0
+  for i = 2, #heads do
     if after == 2 then
       break
     end
-    if waiter_of(redis.call('HGET', alive, w)) >= now_ms then
-      next = next .. ' ' .. w
+    if waiter_of(entries[i]) >= now_ms then
+      next = next .. ' ' .. heads[i]
       after = after + 1
     end
   end
@@ -171,9 +181,11 @@ end
 -- tells it from the reply, without another round trip. The message names the waiters behind it as
 -- any hand-off does and ends with ' =<ttl>', the grant's lease: they retry once it could have run
 -- out rather than after a reservation, and nobody is summoned (the lock is held, not reserved).
+-- `mark` (or nil): the releasing owner's mark, '|<owner>', which a grant outright writes after the
+-- grant it records (issue, lib/lease.lua): a re-sent release still finds its own release.
 -- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
 --          and the fencing token of a grant outright (or nil)
-local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
+local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence, mark)
   local woken, next = {}, ''
   local now_us, stamp, now_ms, ttl, retention, from, instance
   if redis.call('EXISTS', waiters) == 1 then
@@ -199,7 +211,7 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
   end
   if from and room and from == room then
     redis.call('SET', lock, woken[1] .. (next == '' and '' or '*'), 'PX', ttl)
-    local token = issue(fence, now_us, stamp, 0, instance, retention)
+    local token = issue(fence, now_us, stamp, 0, instance, retention, mark)
     -- Those behind were refused by the lease just released: told this one's length, none of them
     -- sleeps on the old one if this lease runs out unreleased.
     return woken[1], tell(publish, channel, woken, next == '' and '' or next .. ' =' .. ttl), token
@@ -214,10 +226,10 @@ end
 -- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it (and
 -- publish '' when `announce` is '1').
 -- returns  the messages published naming waiters (a list, empty when nobody was woken), and the
---          token of a grant outright (see hand_on; `room` and `fence` go to it)
-local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
+--          token of a grant outright (see hand_on; `room`, `fence` and `mark` go to it)
+local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence, mark)
   if flagged then
-    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
+    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence, mark)
     return told, token
   end
   redis.call('DEL', lock)
@@ -267,11 +279,9 @@ end
 local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, room)
   local holder, flagged = read_lock(value)
   if holder == owner then
-    mark_released(fence, owner)
-    local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence)
-    if token then
-      -- A grant outright rewrote the counter for the next owner in this same call: mark this
-      -- owner's release on it again, so a re-sent release still answers released.
+    local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence, '|' .. owner)
+    if not token then
+      -- A grant outright wrote this owner's mark after the next owner's grant already.
       mark_released(fence, owner)
     end
     return 1, told, token

@@ -77,7 +77,9 @@ end
 -- eviction therefore restarts above every token issued before, as long as the clock of the server
 -- that issues it has not stepped back by more than the time the counter was missing. µs since the
 -- epoch stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
-local function issue(fence, now_us, stamp, floor, instance, retention)
+-- `mark` ('' or nil for none) is written after the grant: '|<owner>' of a release that grants the
+-- lock outright in the same call (lib/hand-on.lua), so that release needs no write of its own.
+local function issue(fence, now_us, stamp, floor, instance, retention, mark)
   -- The token is the clock's value, or the floor when that is ahead (Redlock proposes one a little
   -- ahead of every node's clock), unless the counter is ahead of both: write that guess and read
   -- the counter in one call, and write again only in that rare case.
@@ -85,12 +87,13 @@ local function issue(fence, now_us, stamp, floor, instance, retention)
   if floor > now_us then
     guess, text = floor, int(floor)
   end
-  local previous = redis.call('SET', fence, text .. ' ' .. stamp .. ' ' .. instance, 'PX', retention, 'GET')
+  local tail = ' ' .. stamp .. ' ' .. instance .. (mark or '')
+  local previous = redis.call('SET', fence, text .. tail, 'PX', retention, 'GET')
   local token = fence_of(previous) + 1
   if token <= guess then
     return guess
   end
-  redis.call('SET', fence, int(token) .. ' ' .. stamp .. ' ' .. instance, 'PX', retention)
+  redis.call('SET', fence, int(token) .. tail, 'PX', retention)
   return token
 end
 
