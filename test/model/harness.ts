@@ -551,9 +551,16 @@ export class World {
     if (allowed.abort !== undefined && error === allowed.abort) return;
     if (allowed.lost && error instanceof LockError && error.code === ErrorCode.LOCK_LOST) return;
     if (error instanceof LockError && error.code === ErrorCode.CLOSED && tracked.slot.closed) return;
-    // In real time a busy machine is a disturbance of its own: a call may outlast commandTimeout.
-    if (error instanceof StoreUnavailableError && (tracked.disturbed || !this.clock.virtual)) return;
+    if (error instanceof StoreUnavailableError && this.mayBeUnavailable(tracked)) return;
     this.fail(`${label} rejected with ${describe(error)}`);
+  }
+
+  /**
+   * Whether the store may have been unavailable to a call: its net was disturbed, or the clock is
+   * real, where a busy machine is a disturbance of its own (a call may outlast commandTimeout).
+   */
+  mayBeUnavailable(tracked: Tracked): boolean {
+    return tracked.disturbed || !this.clock.virtual;
   }
 
   // --- disturbances ----------------------------------------------------------------------------

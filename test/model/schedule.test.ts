@@ -36,7 +36,8 @@ import { type Entry, operation } from './store.js';
  *   than that run's, and comes after that run finished;
  * - a skip says why truly: `already-ran` only when this tick or a later one was claimed before,
  *   `clock-skew` only for a tick ahead of the clock by more than clockTolerance, `locked` never
- *   when the lock was surely free, `unavailable` only under a disturbed net;
+ *   when the lock was surely free, `unavailable` only under a disturbed net (in real time, a
+ *   busy machine counts as one: a call may outlast commandTimeout);
  * - every call settles within 3 × commandTimeout of its claim or of its task's end; a finished
  *   run of an undisturbed instance is in the history with its outcome;
  * - once everyone closed and every lease ran out: the job's lock is neither held nor queued.
@@ -180,7 +181,7 @@ function skipped(
     world.fail(`${run.label} says it ran, and its task never started`);
     return;
   }
-  if (result.reason === 'unavailable' && !tracked.disturbed)
+  if (result.reason === 'unavailable' && !world.mayBeUnavailable(tracked))
     world.fail(`${run.label} skipped as unavailable, undisturbed`);
   const slack = world.clock.virtual ? 0 : world.timing.epsilon;
   if (result.reason === 'clock-skew' && (run.tick === null || run.tick <= sentAt + DEFAULTS.clockTolerance - slack)) {
