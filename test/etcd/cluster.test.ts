@@ -46,8 +46,11 @@ describe('etcd cluster, 3 members', () => {
     const [a, b, c] = [leasehold(prefix), leasehold(prefix), leasehold(prefix)];
     const held = await a.acquire('order', { ttl: 1_500 });
     const second = b.acquire('order', { ttl: 5_000, wait: 20_000 });
+    // Awaited below; should an earlier step fail, its rejection at close() is not left unhandled.
+    second.catch(() => undefined);
     await waitFor(async () => (await inLine(prefix, 'order')) === 2);
     const third = c.acquire('order', { ttl: 5_000, wait: 20_000 });
+    third.catch(() => undefined);
     await waitFor(async () => (await inLine(prefix, 'order')) === 3);
 
     const leader = await etcd.server().leader();
