@@ -94,8 +94,11 @@ try {
       const t = owner();
       const a = raw(L.SCRIPTS.acquire, { owner: t, ttl: TTL }, '');
       await client.fcall(L.SCRIPTS.acquire.fn, a.keys.length, ...a.keys, ...a.args);
-      const r = raw(L.SCRIPTS.release, { owner: t }, 'PUBLISH');
-      await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args);
+      const r = raw(L.SCRIPTS.release, t, 'PUBLISH');
+      // Released (1): a cycle that took and freed the lock, as the other rows' cycles do.
+      if ((await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args)) !== 1) {
+        throw new Error(`${t}: the raw release did not release`);
+      }
     },
     store: async () => {
       const t = owner();
