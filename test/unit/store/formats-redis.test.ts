@@ -19,7 +19,7 @@ import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/io
 import { jobKeys, lockKeys } from '../../../src/store/redis/keys.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
 import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
-import { randomPrefix } from '../../harness/index.js';
+import { randomPrefix, waitFor } from '../../harness/index.js';
 
 /**
  * The scripts write what src/store/formats.ts declares: each test runs real scripts through the
@@ -159,7 +159,7 @@ describe('kept values on a real redis-server', () => {
       });
       try {
         expect(await storeOf('pod h').release(name, holder)).toBe('released');
-        for (let i = 0; heard.length === 0 && i < 200; i++) await new Promise((r) => setTimeout(r, 5));
+        await waitFor(() => heard.length > 0);
       } finally {
         stop();
       }

@@ -85,17 +85,20 @@ end
 -- first live one (dead ones ahead of it dropped, as first_live does) and the live among the four
 -- behind it. The first five and their entries are read in two calls; only a dead head costs more.
 local function following(waiters, alive, now_ms)
-  local heads = redis.call('ZRANGE', waiters, 0, 4)
-  if #heads == 0 then
-    return ''
-  end
-  local entries = redis.call('HMGET', alive, unpack(heads))
-  if waiter_of(entries[1]) < now_ms then
+  local heads, entries
+  for _ = 1, 2 do
+    heads = redis.call('ZRANGE', waiters, 0, 4)
+    if #heads == 0 then
+      return ''
+    end
+    entries = redis.call('HMGET', alive, unpack(heads))
+    if waiter_of(entries[1]) >= now_ms then
+      break
+    end
+    -- A dead head: first_live drops it (and the dead behind it), then the five are read again.
     if first_live(waiters, alive, now_ms, false) == '' then
       return ''
     end
-    heads = redis.call('ZRANGE', waiters, 0, 4)
-    entries = redis.call('HMGET', alive, unpack(heads))
   end
   local next, after = heads[1], 0
   for i = 2, #heads do
