@@ -236,7 +236,9 @@ async function stopAll(members: readonly EtcdMember[]): Promise<void> {
 async function makeMembers(count: number, opts: StartEtcdOptions): Promise<EtcdProcess[]> {
   const specs: MemberSpec[] = [];
   for (let i = 0; i < count; i++) {
-    const dir = makeTempDir('leasehold-etcd-');
+    // Every write is fsynced before etcd answers: on a disk shared with a busy machine that alone
+    // can take longer than a commandTimeout. The data dir only has to outlive a member's restart.
+    const dir = makeTempDir('leasehold-etcd-', { inMemory: true });
     specs.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort(), dir });
   }
   const initialCluster = specs.map((spec) => `${spec.name}=http://${HOST}:${spec.peerPort}`).join(',');

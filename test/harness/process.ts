@@ -1,5 +1,5 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -60,9 +60,15 @@ function installCleanup(reg: Registry): void {
   }
 }
 
-/** A fresh directory under the system's temporary one, removed when the test process exits. */
-export function makeTempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
+/** Memory-backed on Linux: a server's fsync there returns at once, whatever else the disk is doing. */
+const SHM = '/dev/shm';
+
+/**
+ * A fresh directory under the system's temporary one (or, with `inMemory`, under /dev/shm where
+ * there is one), removed when the test process exits.
+ */
+export function makeTempDir(prefix: string, opts: { inMemory?: boolean } = {}): string {
+  const dir = mkdtempSync(join(opts.inMemory && existsSync(SHM) ? SHM : tmpdir(), prefix));
   registry().tempDirs.add(dir);
   return dir;
 }
