@@ -81,6 +81,7 @@ function leasehold(name = 'leasehold', LeaseholdClass = Leasehold, options = {},
     },
     acquire: (key, { ttl, wait }) => lh.acquire(key, { ttl, wait }),
     release: (lock) => lock.release(),
+    instance: () => lh,
     async teardown() {
       await lh?.close();
       await opened?.close();
@@ -109,6 +110,34 @@ function tracedLeasehold() {
       await inner.teardown();
       for (const name of traced) diagnostics.tracingChannel(name).unsubscribe(handlers);
       for (const name of plain) diagnostics.unsubscribe(name, noop);
+    },
+  };
+}
+
+/**
+ * leasehold's `withLock`, what most applications call, in the same acquire/release shape: `acquire`
+ * settles when the work starts (the lock is granted), `release` lets the work return and settles
+ * when `withLock` does (the lock released). Serial only: the bar compares it with the best peer's
+ * acquire + release there.
+ */
+function withLockLeasehold() {
+  const inner = leasehold('leasehold (withLock)');
+  let lh;
+  return {
+    ...inner,
+    async setup(clients) {
+      await inner.setup(clients);
+      lh = inner.instance();
+    },
+    acquire: (key, { ttl, wait }) =>
+      new Promise((granted, refused) => {
+        const done = lh.withLock(key, { ttl, wait }, () => new Promise((finish) => granted({ finish, done })));
+        done.catch(refused);
+      }),
+    release: async ({ finish, done }) => {
+      finish();
+      await done;
+      return true;
     },
   };
 }
@@ -254,6 +283,7 @@ function fencedFloor() {
 export const LIBRARIES = [
   { name: 'leasehold', create: () => leasehold() },
   { name: 'leasehold (traced)', create: tracedLeasehold },
+  { name: 'leasehold (withLock)', create: withLockLeasehold, scenarios: ['serial'] },
   {
     name: 'leasehold (replicas: 1)',
     create: () => leasehold('leasehold (replicas: 1)', Leasehold, { replicas: 1, replicaTimeout: 1_000 }),

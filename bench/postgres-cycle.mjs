@@ -1,7 +1,7 @@
 /**
  * PostgreSQL's serial cycle against one write on the same server, in one run.
  *
- *   npx tsup --silent && node bench/postgres-cycle.mjs [--rounds 5] [--duration 2000] [--pin cpu0|none]
+ *   npx tsup --silent && node bench/postgres-cycle.mjs [--rounds 5] [--duration 2000] [--pin cpu0|none] [--json FILE]
  *
  * Rows: `one write`, an INSERT … ON CONFLICT DO UPDATE of one row of a plain table, prepared, on a
  * pg.Client (the floor: one round trip, one committed write); leasehold's acquire + release of one
@@ -14,10 +14,11 @@
  * It starts a PostgreSQL of its own (initdb in a temporary directory, a free loopback port, the test
  * harness's settings: fsync off; as root it runs as the user `leasehold-pg`), or uses
  * `BENCH_POSTGRES_URL`. By default node and the server are pinned to CPU 0, as bench/placement.mjs
- * explains; the server's backends inherit it.
+ * explains; the server's backends inherit it. `--json FILE` also writes each row's medians there
+ * (`npm run bench` runs it so, as its `postgres` scenario).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +33,7 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '5' },
     duration: { type: 'string', default: '2000' },
     pin: { type: 'string', default: 'cpu0' },
+    json: { type: 'string' },
   },
 });
 const ROUNDS = Number(flags.rounds);
@@ -294,11 +296,23 @@ async function main() {
       }
       console.error(`round ${round + 1}/${ROUNDS} done`);
     }
+    const medians = Object.fromEntries(
+      [...results].map(([name, runs]) => [
+        name,
+        Object.fromEntries(
+          ['rate', 'p50', 'nodeCpu', 'serverCpu', 'ratio', 'cpuRatio'].map((field) => [
+            field,
+            median(runs.map((r) => r[field])),
+          ]),
+        ),
+      ]),
+    );
+    if (flags.json) writeFileSync(flags.json, JSON.stringify({ placement, rows: medians }));
     console.log(`PostgreSQL serial cycle, ${ROUNDS} rounds of ${DURATION_MS} ms; ${placement}`);
     console.log('| row | ops/s | p50 µs | node CPU µs/op | server CPU µs/op | cycle ÷ write | CPU ÷ write |');
     console.log('|---|---:|---:|---:|---:|---:|---:|');
-    for (const [name, runs] of results) {
-      const m = (field) => median(runs.map((r) => r[field]));
+    for (const name of results.keys()) {
+      const m = (field) => medians[name][field];
       console.log(
         `| ${name} | ${fmt(m('rate'))} | ${fmt(m('p50'))} | ${fmt(m('nodeCpu'))} | ${fmt(m('serverCpu'))} | ${fmt(m('ratio'), 2)} | ${fmt(m('cpuRatio'), 2)} |`,
       );

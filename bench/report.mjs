@@ -52,8 +52,8 @@ function judge(summary) {
   const bars = [];
   const self = (scenario, key) => summary[scenario]?.[SELF]?.[key];
   const bar = (label, target, measured, met) => bars.push({ bar: label, target, measured, met });
-  const versus = (scenario, key, better, factor, label, peer) => {
-    const mine = self(scenario, key);
+  const versus = (scenario, key, better, factor, label, peer, own = SELF) => {
+    const mine = summary[scenario]?.[own]?.[key];
     const rows = summary[scenario];
     const best = peer ? rows?.[peer] && { name: peer, value: rows[peer][key] } : bestPeer(rows, key, better);
     if (typeof mine !== 'number' || typeof best?.value !== 'number') return;
@@ -74,6 +74,7 @@ function judge(summary) {
   };
   versus('serial', 'cyclesPerSec', 'higher', 1, 'serial cycles/s');
   versus('serial', 'cyclesPerSec', 'higher', 0.95, 'serial cycles/s (stretch)', FLOOR);
+  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'withLock serial cycles/s', undefined, 'leasehold (withLock)');
   versus('parallel', 'cyclesPerSec', 'higher', 1, 'parallel cycles/s');
   versus('parallel', 'cyclesPerSec', 'higher', 0.95, 'parallel cycles/s (stretch)', FLOOR);
   atMost('round trips per uncontended cycle (server)', self('serial', 'serverRoundTripsPerCycle'), 2);
@@ -110,6 +111,9 @@ function judge(summary) {
     bar(label, `≤ ${limit}`, `${value.toFixed(0)}${beside}`, value <= limit);
   }
   atMost('client heap B per held lock', self('footprint', 'heapBytesPerHeld'), 600, 0);
+  for (const row of ['leasehold (pg.Client)', 'leasehold (pg.Pool)']) {
+    atMost(`PostgreSQL cycle ÷ one write, ${row.slice(11, -1)}`, summary.postgres?.[row]?.ratio, 3);
+  }
   return bars;
 }
 
@@ -219,6 +223,8 @@ const NOTES = {
     `one compare-and-delete script per cycle, the least a two-round-trip lock can cost on this client. ` +
     '_fenced functions (floor)_ is no library either: one function takes the lock and INCRs a fencing counter ' +
     '(two keys), one compares and deletes; the least a lock with fencing tokens costs as two functions. ' +
+    '_leasehold (withLock)_ is the same cycle as one `withLock` call, the work a function that returns at once: ' +
+    "its bar is against the best peer's acquire + release. " +
     `${RATIOS_NOTE} ${FLOOR_NOTE}`,
   parallel:
     'All 64 loops share one ioredis client (one connection) per library. Floor row, ratios and counts as above.',
@@ -247,6 +253,11 @@ const NOTES = {
     "Per lock: the growth of redis-server's used_memory while they are held, what is left of it once they " +
     "are released (a released name's fencing counter is kept for its retention, 7 days by default), and " +
     'the growth of the live heap (after a full GC) while they are held, handles included.',
+  postgres:
+    'bench/postgres-cycle.mjs on a PostgreSQL of its own (fsync off), node and the server pinned as above, the ' +
+    'rows interleaved in each round. _one write_ is a prepared upsert of one row on a pg.Client: one round trip, ' +
+    'one committed write. "op ÷ one write" is the write\'s rate over the row\'s in the same round (the bar); ' +
+    '"CPU ÷ one write" the same by the CPU node and the server spent per operation.',
   memory:
     'Run once, in a child process with --expose-gc; memory read after a full GC at each tenth of the run ' +
     '(every checkpoint is in latest.json). The bar is on the live heap, whose slope says whether anything is ' +

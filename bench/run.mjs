@@ -21,13 +21,26 @@ import footprint, { FOOTPRINT_LOCKS } from './scenarios/footprint.mjs';
 import limit from './scenarios/limit.mjs';
 import memory from './scenarios/memory.mjs';
 import parallel from './scenarios/parallel.mjs';
+import postgres from './scenarios/postgres.mjs';
 import redlock from './scenarios/redlock.mjs';
 import rwlock from './scenarios/rwlock.mjs';
 import semaphore from './scenarios/semaphore.mjs';
 import serial from './scenarios/serial.mjs';
 import { startRedis } from './server.mjs';
 
-const SCENARIOS = [serial, parallel, limit, contended, contendedApart, semaphore, rwlock, redlock, memory, footprint];
+const SCENARIOS = [
+  serial,
+  parallel,
+  limit,
+  contended,
+  contendedApart,
+  semaphore,
+  rwlock,
+  redlock,
+  memory,
+  footprint,
+  postgres,
+];
 const DEFAULT_OUT = new URL('./results/', import.meta.url).pathname;
 
 /** Sized so that a full run takes about five minutes on a 2-core machine, and --quick under one. */
@@ -139,7 +152,9 @@ async function machine(admin) {
 function contestants(scenario, libraries) {
   if (scenario.contestants) return scenario.contestants.map((name) => ({ name }));
   if (scenario.libraries) return libraries.filter((l) => scenario.libraries.includes(l.name));
-  return libraries.filter((l) => !l.reference || scenario.references);
+  return libraries.filter(
+    (l) => (!l.reference || scenario.references) && (!l.scenarios || l.scenarios.includes(scenario.name)),
+  );
 }
 
 function brief(metrics) {
@@ -197,6 +212,8 @@ async function main() {
       duration: options.duration,
       memoryCycles: options.memoryCycles,
       footprintLocks: options.footprintLocks,
+      rounds: options.rounds,
+      pin: options.pin,
     };
     const meta = {
       startedAt: new Date().toISOString(),

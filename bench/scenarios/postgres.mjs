@@ -1,0 +1,61 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SCRIPT = fileURLToPath(new URL('../postgres-cycle.mjs', import.meta.url));
+/** postgres-cycle.mjs's rows, as this scenario names them. */
+const ROWS = {
+  'one write': 'one write',
+  'leasehold (pg.Client)': 'leasehold (client)',
+  'leasehold (pg.Pool)': 'leasehold (pool)',
+};
+
+function cycleRun(ctx) {
+  if (!process.env.BENCH_POSTGRES_URL && !process.env.LEASEHOLD_PG_BIN && !existsSync('/usr/lib/postgresql')) {
+    return Promise.resolve({ unavailable: 'no PostgreSQL server binaries (/usr/lib/postgresql)' });
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-bench-pg-json-'));
+  const out = join(dir, 'cycle.json');
+  const args = [SCRIPT, '--rounds', String(ctx.rounds), '--duration', String(ctx.duration), '--json', out];
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [...args, '--pin', ctx.pin], { maxBuffer: 1 << 20 }, (error, _stdout, stderr) => {
+      try {
+        if (error) reject(new Error(`postgres-cycle.mjs failed: ${stderr.trim().split('\n').pop() ?? error.message}`));
+        else resolve(JSON.parse(readFileSync(out, 'utf8')));
+      } catch (parseError) {
+        reject(parseError);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}
+
+/**
+ * PostgreSQL's serial cycle beside one write on the same server (bench/postgres-cycle.mjs, on a
+ * server of its own, its rows interleaved in every round). The rows are measured together, in one
+ * run for the scenario: each contestant reads its row from it.
+ */
+export default {
+  name: 'postgres',
+  title: 'PostgreSQL: one loop, acquire + release on one name, against one write on the same server',
+  once: true,
+  contestants: Object.keys(ROWS),
+  timeLimitMs: (ctx) => ctx.rounds * 3 * (ctx.duration + 1_000) + 120_000,
+  metrics: [
+    { key: 'rate', label: 'ops/s', better: 'higher', digits: 0 },
+    { key: 'p50', label: 'p50 µs', better: 'lower', digits: 0 },
+    { key: 'nodeCpu', label: 'node CPU µs/op', better: 'lower', digits: 1 },
+    { key: 'serverCpu', label: 'server CPU µs/op', better: 'lower', digits: 1 },
+    { key: 'ratio', label: 'op ÷ one write', better: 'lower', digits: 2 },
+    { key: 'cpuRatio', label: 'CPU ÷ one write', better: 'lower', digits: 2 },
+  ],
+  async run(contestant, ctx) {
+    ctx.postgresCycle ??= cycleRun(ctx);
+    const result = await ctx.postgresCycle;
+    if (result.unavailable) return { unavailable: result.unavailable };
+    return result.rows[ROWS[contestant.name]];
+  },
+};
