@@ -11,15 +11,13 @@
  * - `store`: the Redis store's acquire and release (keys, arguments, FCALL, replies decoded);
  * - `engine`: the single-store engine's attempt and release (commandTimeout, validity);
  * - `Leasehold acquire + release`, `withLock`: what an application calls.
- * The internals are bundled from src/ with esbuild for this run (they are not exported). Node and
+ * The internals are bundled from src/ for this run (internals.mjs: they are not exported). Node and
  * redis-server share CPU 0, as in the main bench; only the differences between rows mean much.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { build } from 'esbuild';
 import { closeAll, connect } from './clients.mjs';
 import { fencedFloorOn } from './fenced-floor.mjs';
+import { internals, rawFunctionsOn } from './internals.mjs';
 import { pinToOneCpu } from './placement.mjs';
 import { startRedis } from './server.mjs';
 import { median } from './stats.mjs';
@@ -31,42 +29,13 @@ const rounds = Number(values.rounds);
 const slice = Number(values.slice);
 const TTL = 10_000;
 
-// Inside the checkout, so the bundle's imports of ioredis and the rest resolve from node_modules.
-const cache = new URL('../node_modules/.cache/', import.meta.url).pathname;
-mkdirSync(cache, { recursive: true });
-const dir = mkdtempSync(join(cache, 'leasehold-layers-'));
-const entry = join(dir, 'entry.js');
-const src = new URL('../src/', import.meta.url).pathname;
-await build({
-  stdin: {
-    contents: [
-      `export { Leasehold } from '${src}leasehold.ts';`,
-      `export { resolveStore } from '${src}store/registry.ts';`,
-      `export { mutex } from '${src}primitives/mutex.ts';`,
-      `export { Single } from '${src}topology/single.ts';`,
-      `export { EvictionCheck } from '${src}store/eviction-check.ts';`,
-      `export { DEFAULTS } from '${src}core/defaults.ts';`,
-      `export { SCRIPTS, boundArgs } from '${src}store/redis/scripts.ts';`,
-      `export { storeSettings } from '${src}store/settings.ts';`,
-      `export { lockKeys } from '${src}store/redis/keys.ts';`,
-    ].join('\n'),
-    resolveDir: src,
-    loader: 'ts',
-  },
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  outfile: entry,
-  loader: { '.lua': 'text' },
-  packages: 'external',
-  logLevel: 'error',
-});
-const L = await import(entry);
+const L = await internals();
 
 const server = await startRedis();
 const placement = pinToOneCpu([server.pid]);
 const client = await connect(server.port);
 const lh = new L.Leasehold(client);
+let raw;
 try {
   await (await lh.acquire('warm', { ttl: TTL })).release();
   const { DEFAULTS } = L;
@@ -79,11 +48,7 @@ try {
     eviction: new L.EvictionCheck([store], 'warn', () => {}),
   });
   const floor = await fencedFloorOn(client);
-  // Through the store once, so its library is loaded; then its functions, called as the store calls them.
-  await store.acquire('raw', { owner: 'warm-owner', ttl: TTL });
-  await store.release('raw', 'warm-owner');
-  const bound = L.boundArgs(settings, 'room');
-  const raw = (script, request, publish) => script.input('layers', 'raw', request, publish, bound);
+  raw = await rawFunctionsOn(client, 'layers');
   let n = 0;
   const owner = () => `layers-bench-owner-${n++}`;
   const rows = {
@@ -91,14 +56,7 @@ try {
       await floor.release(await floor.acquire('floor', TTL));
     },
     "leasehold's functions, raw": async () => {
-      const t = owner();
-      const a = raw(L.SCRIPTS.acquire, { owner: t, ttl: TTL }, '');
-      await client.fcall(L.SCRIPTS.acquire.fn, a.keys.length, ...a.keys, ...a.args);
-      const r = raw(L.SCRIPTS.release, t, 'PUBLISH');
-      // Released (1): a cycle that took and freed the lock, as the other rows' cycles do.
-      if ((await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args)) !== 1) {
-        throw new Error(`${t}: the raw release did not release`);
-      }
+      await raw.release(await raw.acquire('raw', TTL));
     },
     store: async () => {
       const t = owner();
@@ -144,7 +102,7 @@ try {
   }
 } finally {
   await lh.close();
+  await raw?.close();
   await closeAll([client]);
   await server.stop();
-  rmSync(dir, { recursive: true, force: true });
 }

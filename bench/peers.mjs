@@ -16,6 +16,7 @@ import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
 import { Leasehold } from '../dist/index.js';
 import { fencedFloorOn } from './fenced-floor.mjs';
+import { rawFunctionsOn } from './internals.mjs';
 
 /**
  * redlock-universal asks for Node >= 22 (its `engines`), so as a dev dependency it made `npm ci`
@@ -279,6 +280,25 @@ function fencedFloor() {
   };
 }
 
+/**
+ * leasehold's own acquire and release functions called straight on ioredis, with the keys and
+ * arguments its store sends and no library around them (internals.mjs): the least leasehold's
+ * scripts, with every guarantee they keep, cost on this client. Against it the bench tells how much
+ * of a gap is the library's client side and how much the scripts'.
+ */
+function rawFunctions() {
+  let raw;
+  return {
+    name: "leasehold's functions (floor)",
+    async setup(clients) {
+      raw = await rawFunctionsOn(clients[0], 'bench-raw');
+    },
+    acquire: (key, { ttl }) => raw.acquire(key, ttl),
+    release: (held) => raw.release(held),
+    teardown: () => raw?.close(),
+  };
+}
+
 /** Fresh adapters for one run: nothing carries over from one scenario or round to the next. */
 export const LIBRARIES = [
   { name: 'leasehold', create: () => leasehold() },
@@ -307,4 +327,5 @@ export const LIBRARIES = [
   ...(universal ? [{ name: 'redlock-universal', create: redlockUniversal }] : []),
   { name: 'bare ioredis (floor)', create: bareIoredis, reference: true },
   { name: 'fenced functions (floor)', create: fencedFloor, reference: true },
+  { name: "leasehold's functions (floor)", create: rawFunctions, reference: true },
 ];
