@@ -15,7 +15,7 @@ import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@
 import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
 import { Leasehold } from '../dist/index.js';
-import { fencedFloorOn } from './fenced-floor.mjs';
+import { fencedFloorOn, retainedTokenOn } from './fenced-floor.mjs';
 import { rawFunctionsOn } from './internals.mjs';
 
 /**
@@ -280,22 +280,37 @@ function fencedFloor() {
   };
 }
 
+function retainedToken() {
+  let floor;
+  return {
+    name: 'retained token (floor)',
+    async setup(clients) {
+      floor = await retainedTokenOn(clients[0]);
+    },
+    acquire: (key, { ttl }) => floor.acquire(key, ttl),
+    release: (held) => floor.release(held),
+    async teardown() {},
+  };
+}
+
 /**
  * leasehold's own acquire and release functions called straight on ioredis, with the keys and
  * arguments its store sends and no library around them (internals.mjs): the least leasehold's
- * scripts, with every guarantee they keep, cost on this client. Against it the bench tells how much
- * of a gap is the library's client side and how much the scripts'.
+ * scripts, with every guarantee they keep, cost on this client (on each of Redlock's masters at once,
+ * as a quorum would call them). Against it the bench tells how much of a gap is the library's client
+ * side and how much the scripts'.
  */
 function rawFunctions() {
-  let raw;
+  let nodes = [];
   return {
     name: "leasehold's functions (floor)",
     async setup(clients) {
-      raw = await rawFunctionsOn(clients[0], 'bench-raw');
+      // Over several masters (Redlock), each node's acquire and then each node's release, all at once.
+      nodes = await Promise.all(clients.map((client) => rawFunctionsOn(client, 'bench-raw')));
     },
-    acquire: (key, { ttl }) => raw.acquire(key, ttl),
-    release: (held) => raw.release(held),
-    teardown: () => raw?.close(),
+    acquire: (key, { ttl }) => Promise.all(nodes.map((raw) => raw.acquire(key, ttl))),
+    release: (held) => Promise.all(nodes.map((raw, i) => raw.release(held[i]))),
+    teardown: () => Promise.all(nodes.map((raw) => raw.close())),
   };
 }
 
@@ -328,4 +343,5 @@ export const LIBRARIES = [
   { name: 'bare ioredis (floor)', create: bareIoredis, reference: true },
   { name: 'fenced functions (floor)', create: fencedFloor, reference: true },
   { name: "leasehold's functions (floor)", create: rawFunctions, reference: true },
+  { name: 'retained token (floor)', create: retainedToken, reference: true, scenarios: ['footprint'] },
 ];

@@ -12,6 +12,8 @@ const FLOOR = 'bare ioredis (floor)';
 const FENCED_FLOOR = 'fenced functions (floor)';
 /** leasehold's own functions called raw, no library around them (internals.mjs). */
 const OWN_FUNCTIONS = "leasehold's functions (floor)";
+/** A lock whose clock token is kept for the retention, and nothing else (fenced-floor.mjs). */
+const RETAINED_FLOOR = 'retained token (floor)';
 /** leasehold's own variants and other revisions (LEASEHOLD_BASELINE): compared with, never "the best peer". */
 const OWN = /^(leasehold\b|baseline$)/;
 const README = new URL('./README.md', import.meta.url).pathname;
@@ -76,9 +78,10 @@ function judge(summary) {
   };
   // Beside a bar against the best peer: where leasehold's own functions, called with no library
   // around them, stand against the same peer. Below the target, the scripts alone keep it out of reach.
-  const ownFunctions = (scenario) => {
+  const ownFunctions = (scenario, peer) => {
     const raw = summary[scenario]?.[OWN_FUNCTIONS]?.cyclesPerSec;
-    const best = bestPeer(summary[scenario], 'cyclesPerSec', 'higher');
+    const rows = summary[scenario];
+    const best = peer ? rows?.[peer] && { value: rows[peer].cyclesPerSec } : bestPeer(rows, 'cyclesPerSec', 'higher');
     const last = bars[bars.length - 1];
     if (typeof raw !== 'number' || !best || !last) return;
     last.measured += `; its functions alone ${(raw / best.value).toFixed(2)}×`;
@@ -87,6 +90,7 @@ function judge(summary) {
   ownFunctions('serial');
   versus('serial', 'cyclesPerSec', 'higher', 0.95, 'serial cycles/s (stretch)', FLOOR);
   versus('serial', 'cyclesPerSec', 'higher', 0.95, 'withLock serial cycles/s', undefined, 'leasehold (withLock)');
+  ownFunctions('serial');
   versus('parallel', 'cyclesPerSec', 'higher', 1, 'parallel cycles/s');
   ownFunctions('parallel');
   versus('parallel', 'cyclesPerSec', 'higher', 0.95, 'parallel cycles/s (stretch)', FLOOR);
@@ -98,6 +102,7 @@ function judge(summary) {
   const overlaps = self('contended', 'overlaps');
   if (typeof overlaps === 'number') bar('mutual exclusion (sanity)', '0 overlaps', String(overlaps), overlaps === 0);
   versus('redlock', 'cyclesPerSec', 'higher', 1, 'Redlock cycles/s (5 nodes)', 'redlock');
+  ownFunctions('redlock', 'redlock');
   const perCycle = self('memory', 'heapBytesPerCycle');
   if (typeof perCycle === 'number') {
     const m = summary.memory[SELF];
@@ -110,17 +115,22 @@ function judge(summary) {
       met: perCycle < 1,
     });
   }
-  // The lean core's memory goals (issue #25), each beside the fenced floor's measure of the same run:
-  // a target below the floor is out of reach for any lock that keeps a fencing counter.
+  // The lean core's memory goals (issue #25), each beside the floors measured in the same run: a
+  // target below the fenced floor is out of reach for any lock that keeps a counter beside its
+  // lease; below the retained-token floor, for any lock whose tokens outlive it for the retention.
   for (const [label, key, limit] of [
     ['redis B per held lock', 'serverBytesPerHeld', 250],
     ['redis B per released name', 'serverBytesPerReleased', 150],
   ]) {
     const value = self('footprint', key);
     if (typeof value !== 'number') continue;
-    const floor = summary.footprint?.[FENCED_FLOOR]?.[key];
-    const reach = typeof floor === 'number' && floor > limit ? ': the target is below it' : '';
-    const beside = typeof floor === 'number' ? ` (fenced floor ${floor.toFixed(0)}${reach})` : '';
+    const floors = [
+      ['fenced floor', summary.footprint?.[FENCED_FLOOR]?.[key]],
+      ['retained-token floor', summary.footprint?.[RETAINED_FLOOR]?.[key]],
+    ].filter(([, v]) => typeof v === 'number');
+    const above = floors.filter(([, v]) => v > limit).map(([n]) => n);
+    const reach = above.length > 0 ? `: the target is below the ${above.join(' and the ')}` : '';
+    const beside = floors.length > 0 ? ` (${floors.map(([n, v]) => `${n} ${v.toFixed(0)}`).join(', ')}${reach})` : '';
     bar(label, `≤ ${limit}`, `${value.toFixed(0)}${beside}`, value <= limit);
   }
   atMost('client heap B per held lock', self('footprint', 'heapBytesPerHeld'), 600, 0);
@@ -193,7 +203,7 @@ function ratios(scenario, rows) {
 function table(scenario, rows) {
   const names = Object.keys(rows).sort((a, b) => (a === SELF ? -1 : b === SELF ? 1 : 0));
   const cellRatios = ratios(scenario, rows);
-  const hasFloor = names.some((name) => REFERENCE.test(name));
+  const hasFloor = FLOOR in rows;
   const hasPeers = SELF in rows && names.length > 1;
   const body = names.map((name) => {
     const row = rows[name];
