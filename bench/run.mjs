@@ -213,6 +213,7 @@ async function main() {
       memoryCycles: options.memoryCycles,
       footprintLocks: options.footprintLocks,
       rounds: options.rounds,
+      mode: options.mode,
       pin: options.pin,
     };
     const meta = {
