@@ -266,13 +266,13 @@ function bareIoredis() {
   };
 }
 
-/** Not a library either: the least a lock with fencing tokens costs as two functions (fenced-floor.mjs). */
-function fencedFloor() {
+/** A floor row of fenced-floor.mjs: `on(client)` gives its acquire and release, no library around them. */
+function floorRow(name, on) {
   let floor;
   return {
-    name: 'fenced functions (floor)',
+    name,
     async setup(clients) {
-      floor = await fencedFloorOn(clients[0]);
+      floor = await on(clients[0]);
     },
     acquire: (key, { ttl }) => floor.acquire(key, ttl),
     release: (held) => floor.release(held),
@@ -280,18 +280,11 @@ function fencedFloor() {
   };
 }
 
-function retainedToken() {
-  let floor;
-  return {
-    name: 'retained token (floor)',
-    async setup(clients) {
-      floor = await retainedTokenOn(clients[0]);
-    },
-    acquire: (key, { ttl }) => floor.acquire(key, ttl),
-    release: (held) => floor.release(held),
-    async teardown() {},
-  };
-}
+/** Not a library either: the least a lock with fencing tokens costs as two functions. */
+const fencedFloor = () => floorRow('fenced functions (floor)', fencedFloorOn);
+
+/** The least a lock whose clock token outlives it for the retention keeps (footprint only). */
+const retainedToken = () => floorRow('retained token (floor)', retainedTokenOn);
 
 /**
  * leasehold's own acquire and release functions called straight on ioredis, with the keys and
