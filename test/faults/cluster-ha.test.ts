@@ -690,11 +690,12 @@ describe('a Cluster of 3 masters and 3 replicas under load', () => {
       summary,
     ).toEqual([]);
     expect(acrossFailover.length, summary).toBeGreaterThan(0);
-    // Grants made in the last UNREPLICATED_MS before the kill never reached the replica. Their
-    // holders count validity until about a ttl after the kill, so a failover done well within
-    // that leaves some of them vanished at ok; one slower than that (a machine busy enough) has
-    // every one of them aborted by validity first, and the checks above hold them to that alone.
-    if (okAt - killedAt < TTL / 2) expect(vanished.length, summary).toBeGreaterThan(0);
+    // Grants made in the last UNREPLICATED_MS before the kill never reached the replica, and their
+    // holders count validity until TTL - UNREPLICATED_MS after the kill at the least: a failover
+    // done by then leaves some of them vanished at ok. One slower than that (a machine busy
+    // enough) may have every one of them aborted by validity first, and the checks above hold
+    // them to that alone.
+    if (okAt - killedAt < TTL - UNREPLICATED_MS) expect(vanished.length, summary).toBeGreaterThan(0);
     expect(
       failoverSilent.map(({ h }) => h.name),
       summary,

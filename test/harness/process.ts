@@ -1,5 +1,5 @@
 import { type ChildProcess, type SpawnOptions, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -62,13 +62,24 @@ function installCleanup(reg: Registry): void {
 
 /** Memory-backed on Linux: a server's fsync there returns at once, whatever else the disk is doing. */
 const SHM = '/dev/shm';
+/** Free space /dev/shm must have to be used: a container's may be 64 MiB, less than one etcd WAL file. */
+const SHM_FREE_BYTES = 2 ** 30;
+
+function shmUsable(): boolean {
+  try {
+    const { bavail, bsize } = statfsSync(SHM);
+    return bavail * bsize >= SHM_FREE_BYTES;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * A fresh directory under the system's temporary one (or, with `inMemory`, under /dev/shm where
- * there is one), removed when the test process exits.
+ * it has room), removed when the test process exits.
  */
 export function makeTempDir(prefix: string, opts: { inMemory?: boolean } = {}): string {
-  const dir = mkdtempSync(join(opts.inMemory && existsSync(SHM) ? SHM : tmpdir(), prefix));
+  const dir = mkdtempSync(join(opts.inMemory && shmUsable() ? SHM : tmpdir(), prefix));
   registry().tempDirs.add(dir);
   return dir;
 }
