@@ -56,17 +56,22 @@ function judge(summary) {
   const bars = [];
   const self = (scenario, key) => summary[scenario]?.[SELF]?.[key];
   const bar = (label, target, measured, met) => bars.push({ bar: label, target, measured, met });
-  const versus = (scenario, key, better, factor, label, peer, own = SELF) => {
-    const mine = summary[scenario]?.[own]?.[key];
+  // A bar of `own`'s row against the best peer (or `peer`). With `alone`, the measure also says
+  // where leasehold's own functions, called with no library around them, stand against the same
+  // peer: below the target, the scripts alone keep it out of reach.
+  const versus = (scenario, key, better, factor, label, { peer, own = SELF, alone = false } = {}) => {
     const rows = summary[scenario];
+    const mine = rows?.[own]?.[key];
     const best = peer ? rows?.[peer] && { name: peer, value: rows[peer][key] } : bestPeer(rows, key, better);
     if (typeof mine !== 'number' || typeof best?.value !== 'number') return;
     const ratio = mine / best.value;
     const whom = peer ?? 'best peer';
+    const raw = rows[OWN_FUNCTIONS]?.[key];
+    const beside = alone && typeof raw === 'number' ? `; its functions alone ${(raw / best.value).toFixed(2)}×` : '';
     bar(
       label,
       better === 'higher' ? `≥ ${factor}× ${whom}` : `≤ ${factor}× ${whom}`,
-      `${ratio.toFixed(2)}× (${best.name})`,
+      `${ratio.toFixed(2)}× (${best.name})${beside}`,
       better === 'higher' ? ratio >= factor : ratio <= factor,
     );
   };
@@ -76,24 +81,14 @@ function judge(summary) {
   const atLeast = (label, value, limit, digits = 2) => {
     if (typeof value === 'number') bar(label, `≥ ${limit}`, value.toFixed(digits), value >= limit);
   };
-  // Beside a bar against the best peer: where leasehold's own functions, called with no library
-  // around them, stand against the same peer. Below the target, the scripts alone keep it out of reach.
-  const ownFunctions = (scenario, peer) => {
-    const raw = summary[scenario]?.[OWN_FUNCTIONS]?.cyclesPerSec;
-    const rows = summary[scenario];
-    const best = peer ? rows?.[peer] && { value: rows[peer].cyclesPerSec } : bestPeer(rows, 'cyclesPerSec', 'higher');
-    const last = bars[bars.length - 1];
-    if (typeof raw !== 'number' || !best || !last) return;
-    last.measured += `; its functions alone ${(raw / best.value).toFixed(2)}×`;
-  };
-  versus('serial', 'cyclesPerSec', 'higher', 1, 'serial cycles/s');
-  ownFunctions('serial');
-  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'serial cycles/s (stretch)', FLOOR);
-  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'withLock serial cycles/s', undefined, 'leasehold (withLock)');
-  ownFunctions('serial');
-  versus('parallel', 'cyclesPerSec', 'higher', 1, 'parallel cycles/s');
-  ownFunctions('parallel');
-  versus('parallel', 'cyclesPerSec', 'higher', 0.95, 'parallel cycles/s (stretch)', FLOOR);
+  versus('serial', 'cyclesPerSec', 'higher', 1, 'serial cycles/s', { alone: true });
+  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'serial cycles/s (stretch)', { peer: FLOOR });
+  versus('serial', 'cyclesPerSec', 'higher', 0.95, 'withLock serial cycles/s', {
+    own: 'leasehold (withLock)',
+    alone: true,
+  });
+  versus('parallel', 'cyclesPerSec', 'higher', 1, 'parallel cycles/s', { alone: true });
+  versus('parallel', 'cyclesPerSec', 'higher', 0.95, 'parallel cycles/s (stretch)', { peer: FLOOR });
   atMost('round trips per uncontended cycle (server)', self('serial', 'serverRoundTripsPerCycle'), 2);
   atLeast('contended lock utilization', self('contended', 'utilization'), 0.9);
   atLeast('contended least-served ÷ fair share', self('contended', 'leastServedShare'), 0.5);
@@ -101,8 +96,7 @@ function judge(summary) {
   atMost('round trips per contended acquisition (server)', self('contended', 'serverRoundTripsPerAcquisition'), 3);
   const overlaps = self('contended', 'overlaps');
   if (typeof overlaps === 'number') bar('mutual exclusion (sanity)', '0 overlaps', String(overlaps), overlaps === 0);
-  versus('redlock', 'cyclesPerSec', 'higher', 1, 'Redlock cycles/s (5 nodes)', 'redlock');
-  ownFunctions('redlock', 'redlock');
+  versus('redlock', 'cyclesPerSec', 'higher', 1, 'Redlock cycles/s (5 nodes)', { peer: 'redlock', alone: true });
   const perCycle = self('memory', 'heapBytesPerCycle');
   if (typeof perCycle === 'number') {
     const m = summary.memory[SELF];

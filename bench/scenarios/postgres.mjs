@@ -29,7 +29,7 @@ function cycleRun(ctx) {
   return new Promise((resolve, reject) => {
     execFile(process.execPath, [...args, '--pin', ctx.pin], { maxBuffer: 1 << 20 }, (error, _stdout, stderr) => {
       try {
-        if (error) reject(new Error(`postgres-cycle.mjs failed: ${stderr.trim().split('\n').pop() ?? error.message}`));
+        if (error) reject(new Error(`postgres-cycle.mjs failed: ${stderr.trim().split('\n').pop() || error.message}`));
         else resolve(JSON.parse(readFileSync(out, 'utf8')));
       } catch (parseError) {
         reject(parseError);
