@@ -15,7 +15,7 @@ import { ResourceLockedError as SesameLocked, Redlock as SesameRedlock } from '@
 import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
 import { Leasehold } from '../dist/index.js';
-import { fencedFloorOn, retainedTokenOn } from './fenced-floor.mjs';
+import { fencedFloorOn, oneKeyOn, retainedTokenOn } from './fenced-floor.mjs';
 import { rawFunctionsOn } from './internals.mjs';
 
 /**
@@ -266,16 +266,22 @@ function bareIoredis() {
   };
 }
 
-/** A floor row of fenced-floor.mjs: `on(client)` gives its acquire and release, no library around them. */
+/**
+ * A floor row of fenced-floor.mjs: `on(client)` gives its acquire and release, no library around
+ * them. Over several masters (Redlock), each node's acquire and then each node's release, all at
+ * once, as a quorum would call them.
+ */
 function floorRow(name, on) {
-  let floor;
+  let nodes = [];
+  let one;
   return {
     name,
     async setup(clients) {
-      floor = await on(clients[0]);
+      nodes = await Promise.all(clients.map((client) => on(client)));
+      one = nodes.length === 1 ? nodes[0] : undefined;
     },
-    acquire: (key, { ttl }) => floor.acquire(key, ttl),
-    release: (held) => floor.release(held),
+    acquire: (key, { ttl }) => (one ? one.acquire(key, ttl) : Promise.all(nodes.map((n) => n.acquire(key, ttl)))),
+    release: (held) => (one ? one.release(held) : Promise.all(nodes.map((n, i) => n.release(held[i])))),
     async teardown() {},
   };
 }
@@ -285,6 +291,9 @@ const fencedFloor = () => floorRow('fenced functions (floor)', fencedFloorOn);
 
 /** The least a lock whose clock token outlives it for the retention keeps (footprint only). */
 const retainedToken = () => floorRow('retained token (floor)', retainedTokenOn);
+
+/** The leanest one-key layout that keeps what leasehold's uncontended cycle keeps. */
+const oneKey = () => floorRow('one key per lock (floor)', oneKeyOn);
 
 /**
  * leasehold's own acquire and release functions called straight on ioredis, with the keys and
@@ -337,4 +346,10 @@ export const LIBRARIES = [
   { name: 'fenced functions (floor)', create: fencedFloor, reference: true },
   { name: "leasehold's functions (floor)", create: rawFunctions, reference: true },
   { name: 'retained token (floor)', create: retainedToken, reference: true, scenarios: ['footprint'] },
+  {
+    name: 'one key per lock (floor)',
+    create: oneKey,
+    reference: true,
+    scenarios: ['serial', 'parallel', 'footprint', 'redlock'],
+  },
 ];

@@ -91,6 +91,7 @@ export default {
     'redlock-universal',
     'fenced functions (floor)',
     'retained token (floor)',
+    'one key per lock (floor)',
   ],
   metrics: [
     { key: 'held', label: 'locks held', better: 'higher', digits: 0 },

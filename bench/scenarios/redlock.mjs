@@ -12,7 +12,14 @@ export default {
   title: `Redlock: ${NODES} independent redis-servers, one loop, acquire + release on one key`,
   nodes: NODES,
   // 'baseline' (LEASEHOLD_BASELINE, see peers.mjs) when it is given.
-  libraries: ['leasehold', 'baseline', 'redlock', 'redis-semaphore', "leasehold's functions (floor)"],
+  libraries: [
+    'leasehold',
+    'baseline',
+    'redlock',
+    'redis-semaphore',
+    "leasehold's functions (floor)",
+    'one key per lock (floor)',
+  ],
   metrics: [
     { key: 'cyclesPerSec', label: 'cycles/s', better: 'higher', digits: 0 },
     { key: 'acquireP50', label: 'acquire p50 ms', better: 'lower', digits: 3 },
