@@ -1,5 +1,5 @@
 import { describeError, StoreUnavailableError } from '../core/errors.js';
-import { withTimeout } from '../core/timeout.js';
+import { Timeouts } from '../core/timeout.js';
 import type { StoreInfo } from './port.js';
 
 /**
@@ -9,7 +9,7 @@ import type { StoreInfo } from './port.js';
  * to it. The one place every layer bounds a store call.
  */
 export function bounded<T>(store: StoreInfo, promise: Promise<T>, action: string, ms: number): Promise<T> {
-  return withTimeout(promise, ms, () => {
+  return timeoutsOf(store).bound(promise, ms, () => {
     store.unanswered?.();
     const cause = store.lastError?.();
     const where = store.address === undefined ? '' : ` from ${store.address}`;
@@ -19,4 +19,17 @@ export function bounded<T>(store: StoreInfo, promise: Promise<T>, action: string
       cause === undefined ? undefined : { cause },
     );
   });
+}
+
+/** Each store's deadlines (core/timeout.ts): the calls to one store share its timers. */
+const byStore = new WeakMap<StoreInfo, Timeouts>();
+
+/** The deadlines of calls to `store`. */
+export function timeoutsOf(store: StoreInfo): Timeouts {
+  let timeouts = byStore.get(store);
+  if (timeouts === undefined) {
+    timeouts = new Timeouts();
+    byStore.set(store, timeouts);
+  }
+  return timeouts;
 }

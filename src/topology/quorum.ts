@@ -9,8 +9,8 @@ import { channels, type QuorumMessage } from '../core/diagnostics.js';
 import type { Attempt, ExtendOutcome, HandOff, LockEngine } from '../core/engine.js';
 import { invalidArgument, type NodeOutcome, QuorumError } from '../core/errors.js';
 import { lossKind, releaseVerdict, retryHint, type Vote, validity, verdict } from '../core/quorum.js';
-import { withTimeout } from '../core/timeout.js';
 import type { Primitive } from '../primitives/primitive.js';
+import { timeoutsOf } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
 import type { AcquireReply, ExtendReply, ReleaseReply } from '../store/port.js';
 import { type FenceStore, type LeaseStore, portsOf, type Store } from '../store/port.js';
@@ -417,10 +417,12 @@ export class Quorum implements LockEngine {
           },
           (error: unknown) => this.#onError(error, 'subscribe'),
         );
-        withTimeout(subscribing, timeout, () => new Error('subscribe timed out')).then(
-          () => count(true),
-          () => count(false),
-        );
+        timeoutsOf(store)
+          .bound(subscribing, timeout, () => new Error('subscribe timed out'))
+          .then(
+            () => count(true),
+            () => count(false),
+          );
       }
     });
     return () => {
@@ -434,5 +436,6 @@ export class Quorum implements LockEngine {
     for (const result of await Promise.allSettled(closing)) {
       if (result.status === 'rejected') this.#onError(result.reason, 'close');
     }
+    for (const { store } of this.#nodes) timeoutsOf(store).stopIdle();
   }
 }

@@ -2,7 +2,7 @@ import { now, validUntil } from '../core/clock.js';
 import type { Attempt, ExtendOutcome, HandOffListener, LockEngine } from '../core/engine.js';
 import { type CurrentHolder, NotReplicatedError } from '../core/errors.js';
 import type { Primitive } from '../primitives/primitive.js';
-import { bounded } from '../store/bounded.js';
+import { bounded, timeoutsOf } from '../store/bounded.js';
 import type { EvictionCheck } from '../store/eviction-check.js';
 import type { ReplicationRequest, ReplicationStore, Store } from '../store/port.js';
 
@@ -185,6 +185,7 @@ export class Single implements LockEngine {
 
   async close(): Promise<void> {
     if (this.#owned) await this.store.close();
+    timeoutsOf(this.store).stopIdle();
   }
 }
 

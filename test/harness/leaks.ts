@@ -10,6 +10,8 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The library's own code; a store's files keep its backend's session and live as long as it does. */
 const LIBRARY = `${ROOT}src/`;
 const STORES = `${ROOT}src/store/`;
+/** Where the calls' deadline timers are set (see TimerWatch.pending). */
+const DEADLINES = 'src/core/timeout.ts';
 
 type Timers = Pick<typeof globalThis, 'setTimeout' | 'setInterval' | 'clearTimeout' | 'clearInterval'>;
 
@@ -77,11 +79,19 @@ export class TimerWatch {
     g.clearInterval = clear(saved.clearInterval);
   }
 
-  /** The files of the library's timers still pending (of `owner` only, if given). */
-  pending(owner?: unknown): string[] {
+  /**
+   * The files of the library's timers still pending (of `owner` only, if given). An idle deadline
+   * timer does not count: the one timer of a store's calls of one duration (src/core/timeout.ts),
+   * unref'd while no call waits on it, lasts at most that duration after the last call, or until
+   * close(). While a call waits it is ref'd, and counts. `idle`: count idle deadline timers too.
+   */
+  pending(owner?: unknown, { idle = false }: { readonly idle?: boolean } = {}): string[] {
     const files: string[] = [];
-    for (const timer of this.#pending.values())
-      if (owner === undefined || timer.owner === owner) files.push(timer.file);
+    for (const [handle, timer] of this.#pending) {
+      if (owner !== undefined && timer.owner !== owner) continue;
+      if (!idle && timer.file === DEADLINES && !(handle as { hasRef(): boolean }).hasRef()) continue;
+      files.push(timer.file);
+    }
     return files.sort();
   }
 

@@ -112,14 +112,18 @@ class Handle {
     this.id = id;
     this.#clock = clock;
   }
+  /** As Node's: a timer holds the process until unref'd (nothing here waits on it, the state is kept). */
+  #refed = true;
   unref(): this {
+    this.#refed = false;
     return this;
   }
   ref(): this {
+    this.#refed = true;
     return this;
   }
   hasRef(): boolean {
-    return false;
+    return this.#refed;
   }
   refresh(): this {
     this.#clock.refresh(this.id);
