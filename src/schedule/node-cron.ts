@@ -1,6 +1,6 @@
 import { ErrorCode, LockError, StoreUnavailableError } from '../core/errors.js';
 import { coordinatorSettings, type RunDefaults } from './options.js';
-import { HeldRun, type Runner } from './run.js';
+import { type Claim, HeldRun, type Runner } from './run.js';
 import type { JobRun, JobTask } from './types.js';
 
 /** What the coordinator reads from node-cron's task context (structurally node-cron v4's TaskContext). */
@@ -55,7 +55,17 @@ export function nodeCronCoordinator(runner: Runner, options: unknown, defaults: 
   return {
     async shouldRun(key, ttlMs) {
       const { name, tick } = parseKey(key);
-      const claim = await runner.claim(name, tick, settingsFor(ttlMs));
+      // Asked once the instance is closed: a task left running on it, which throws CLOSED. Closed
+      // while the claim was on its way (a shutdown racing a fire, which node-cron's shutdown does
+      // not wait for): the fire is skipped like a refused one, with no error logged.
+      const asked = !runner.closed;
+      let claim: Claim;
+      try {
+        claim = await runner.claim(name, tick, settingsFor(ttlMs));
+      } catch (error) {
+        if (asked && error instanceof LockError && error.code === ErrorCode.CLOSED) return false;
+        throw error;
+      }
       if (claim.kind === 'held') {
         claimed.set(key, claim.held);
         return true;

@@ -96,6 +96,11 @@ export class Runner {
     this.#loop = host.loop;
   }
 
+  /** Whether the instance has been closed: no claim is made any more. */
+  get closed(): boolean {
+    return this.#host.isClosed();
+  }
+
   /** Claim tick `tick` of job `name` (null: no tick identity). Emits `jobSkipped` when it will not run. */
   async claim(name: string, tick: number | null, s: RunSettings): Promise<Claim> {
     if (this.#host.isClosed()) throw closedError();

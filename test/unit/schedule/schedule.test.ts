@@ -47,8 +47,9 @@ function cluster(n: number, store = new MemoryStore()): Leasehold[] {
 
 /** A MemoryStore whose claims can be made to fail, for whenUnavailable and store errors. */
 class FlakyStore extends MemoryStore {
-  mode: 'up' | 'down' | 'hang' | 'error' = 'up';
+  mode: 'up' | 'down' | 'hang' | 'error' | 'slow' = 'up';
   override claimTick(name: string, request: ClaimRequest): Promise<ClaimReply> {
+    if (this.mode === 'slow') return sleep(50).then(() => super.claimTick(name, request));
     if (this.mode === 'down') return Promise.reject(new StoreUnavailableError('memory: connection refused'));
     if (this.mode === 'hang') return new Promise(() => {});
     if (this.mode === 'error') return Promise.reject(new LockError(ErrorCode.STORE_ERROR, 'WRONGTYPE'));
@@ -456,6 +457,23 @@ describe('node-cron v4 run coordinator', () => {
     const plainHistory = await (all[0] as Leasehold).jobHistory('nc-plain');
     expect(plainHistory.length).toBeGreaterThan(0);
     expect(plainHistory.every((r) => r.outcome === 'done')).toBe(true);
+  });
+
+  it('a fire whose claim is on its way when the instance closes is skipped quietly; one asked after close() throws CLOSED', async () => {
+    const store = new FlakyStore();
+    const [locks, other] = cluster(2, store) as [Leasehold, Leasehold];
+    const coordinator = locks.nodeCronCoordinator();
+    store.mode = 'slow';
+    const racing = coordinator.shouldRun('nc-close:2024-01-01T00:00:00.000Z', 1000);
+    await sleep(10);
+    await locks.close();
+    expect(await racing).toBe(false);
+    // The claim the store granted as the instance closed was given back: the tick is free, not run.
+    store.mode = 'up';
+    expect((await other.jobHistory('nc-close'))[0]).toMatchObject({ outcome: 'abandoned' });
+    await expect(coordinator.shouldRun('nc-close:2024-01-01T00:00:01.000Z', 1000)).rejects.toMatchObject({
+      code: ErrorCode.CLOSED,
+    });
   });
 
   it('refuses keys that are not node-cron run keys, and an unclaimed wrapped task', async () => {
