@@ -73,9 +73,14 @@ redis.register_function('bench_onekey_release', function(KEYS, ARGV)
   return 1
 end)`;
 
+/** Load every floor's functions on `client` (an ioredis client). */
+function load(client) {
+  return client.function('LOAD', 'REPLACE', LIBRARY);
+}
+
 /** The fenced floor on `client` (an ioredis client): acquire and release, once its functions are loaded. */
 export async function fencedFloorOn(client) {
-  await client.function('LOAD', 'REPLACE', LIBRARY);
+  await load(client);
   let n = 0;
   return {
     async acquire(key, ttl) {
@@ -111,9 +116,9 @@ export async function retainedTokenOn(client) {
 /** An instance label as long as leasehold's default one (`hostname:pid`). */
 const INSTANCE = `${hostname()}:${process.pid}`;
 
-/** The one-key floor on `client` (an ioredis client), its functions loaded by fencedFloorOn. */
+/** The one-key floor on `client` (an ioredis client). */
 export async function oneKeyOn(client) {
-  await fencedFloorOn(client);
+  await load(client);
   let n = 0;
   return {
     async acquire(key, ttl) {
