@@ -3,6 +3,7 @@ import { BadReply, decodeHolder, type LockValue } from '../formats.js';
 import type { HandOff, SharedHold, StoredOutcome, StoredRun } from '../port.js';
 import { badReply, type Row } from './connection.js';
 import type { SchemaNames } from './schema.js';
+import { freeAlone, grant } from './sql.js';
 
 /**
  * A statement the store sends. `name` is set on the statements of the lock and job calls: they are
@@ -16,7 +17,8 @@ export interface Statement {
 
 /**
  * Every statement the store sends, built once per prefix: each is one statement (a function of the
- * schema, or a read-only SELECT), so each is one transaction, and one round trip.
+ * schema, a read-only SELECT, or acquire's and release's UPDATE that falls back to one), so each is
+ * one transaction, and one round trip.
  */
 export interface Statements {
   readonly version: Statement;
@@ -48,13 +50,57 @@ function named(action: string, text: string): Statement {
 const ahead = (until: string) =>
   `CASE WHEN ${until} > c.t THEN greatest(0, ceil(extract(epoch FROM (${until} - c.t)) * 1000))::bigint END`;
 
+/** The statements' clock: when the call's statement reached the server, one value throughout it. */
+const NOW = 'statement_timestamp()';
+
+/**
+ * acquire: a lease that is over, taken by a caller not queued already, in the statement itself
+ * (one UPDATE, as the attempt function would take it, with no function call); any other case, or
+ * nothing taken, is the attempt function's. Replies as attempt does.
+ */
+function acquireText(n: SchemaNames): string {
+  const [name, owner, ttl, minFence, queue, instance, retention, waiterLease] = [
+    '$1::text',
+    '$2::text',
+    '$3::bigint',
+    '$4::bigint',
+    '$5::integer',
+    '$6::text',
+    '$7::bigint',
+    '$8::bigint',
+  ];
+  const take = grant(n.fenceLiteral, { owner, ttl, minFence, instance, retention }, NOW, 'fence');
+  return `WITH taken AS (UPDATE ${n.locks} SET ${take}, flagged = false
+    WHERE name = ${name} AND expires_at <= ${NOW} AND ${queue} <> 2 RETURNING fence)
+SELECT coalesce((SELECT fence::text FROM taken),
+  ${n.fn.attempt}(${[name, owner, ttl, minFence, queue, instance, retention, waiterLease].join(', ')})) AS reply`;
+}
+
+/**
+ * release: a lease the owner holds with nobody flagged behind it, freed in the statement itself
+ * (one UPDATE, as the release function would free it) unless the store announces its releases;
+ * any other case is the release function's. Replies as release does.
+ */
+function releaseText(n: SchemaNames): string {
+  const [name, owner, reservation, announce, channel] = [
+    '$1::text',
+    '$2::text',
+    '$3::bigint',
+    '$4::boolean',
+    '$5::text',
+  ];
+  return `WITH freed AS (UPDATE ${n.locks} SET ${freeAlone(name, owner, NOW)} AND NOT ${announce} RETURNING 1)
+SELECT CASE WHEN EXISTS (SELECT FROM freed) THEN 'released'
+  ELSE ${n.fn.release}(${[name, owner, reservation, announce, channel].join(', ')}) END AS reply`;
+}
+
 export function statements(n: SchemaNames): Statements {
   const clock = '(SELECT clock_timestamp() AS t) c';
   const args = (count: number) => Array.from({ length: count }, (_, i) => `$${i + 1}`).join(', ');
   return {
     version: { text: `SELECT obj_description(to_regclass($1), 'pg_class') AS version` },
-    acquire: named('acquire', `SELECT ${n.fn.attempt}(${args(8)}) AS reply`),
-    release: named('release', `SELECT ${n.fn.release}(${args(5)}) AS reply`),
+    acquire: named('acquire', acquireText(n)),
+    release: named('release', releaseText(n)),
     extend: named('extend', `SELECT ${n.fn.extend}(${args(3)}) AS reply`),
     leave: named('leave', `SELECT ${n.fn.leave}(${args(5)}) AS reply`),
     forceRelease: { text: `SELECT * FROM ${n.fn.forceRelease}(${args(4)})` },

@@ -2,14 +2,28 @@ import { createHash } from 'node:crypto';
 import { invalidArgument } from '../../core/errors.js';
 import { channelSql } from './queries.js';
 import { sharedFunctions } from './shared-sql.js';
-import { dollarQuote, epochMs, firstLive, fn, HAND_ON_ARGS, HAND_ON_CALL, left, MAX_ADMITTED, MS } from './sql.js';
+import {
+  dollarQuote,
+  epochMs,
+  FREED,
+  firstLive,
+  fn,
+  freeAlone,
+  grant,
+  HAND_ON_ARGS,
+  HAND_ON_CALL,
+  left,
+  MAX_ADMITTED,
+  MS,
+} from './sql.js';
 
 /**
  * The schema of one prefix, as plain SQL: four tables, a sequence and one PL/pgSQL function per
- * state change, every name under the prefix. Each store call is one statement (a function call or
- * a read-only SELECT), so it is one transaction on the server, and each function takes its lock's
- * row with SELECT … FOR UPDATE before it reads anything it will write: no read-then-write race.
- * Times are the server's: every function reads clock_timestamp() once and uses it throughout.
+ * state change, every name under the prefix. Each store call is one statement (a function call, a
+ * read-only SELECT, or acquire's and release's one UPDATE falling back to their function, see
+ * queries.ts), so it is one transaction on the server, and each function takes its lock's row with
+ * SELECT … FOR UPDATE before it reads anything it will write: no read-then-write race. Times are
+ * the server's: every function reads clock_timestamp() once and uses it throughout.
  * <prefix>_locks: a row per lock name (the lease or a woken waiter's reservation, the latest grant,
  * a job's latest tick), a lock's dropped once nothing in it is live (`retain_until`), a job's kept;
  * <prefix>_waiters: the queue, each waiter with its own liveness deadline; <prefix>_runs: the run
@@ -173,17 +187,15 @@ function functions(n: SchemaNames): string[] {
   const { locks, waiters, runs } = n;
   const held = `(r.expires_at > t AND NOT r.reserved)`;
   const reserved = `(r.expires_at > t AND r.reserved)`;
-  const freed = `owner = NULL, reserved = false, flagged = false, expires_at = '-infinity'`;
-  const free = `UPDATE ${locks} SET ${freed} WHERE name = p_name;`;
-  // A grant to p_owner at t with the token `fence` makes (a row's columns, for UPDATE … SET). The
-  // row is kept a sixteenth longer than the grant needs: retain_until (indexed) then changes on one
-  // grant in many, and the others are HOT updates, which write no index entry.
-  const keep = 'greatest(p_ttl, p_retention)';
-  const take = (fence: string) =>
-    `owner = p_owner, reserved = false, expires_at = t + p_ttl * ${MS}, ` +
-    `fence = greatest(nextval(${n.fenceLiteral}), p_min_fence, ${fence} + 1), taken_at = t, instance = p_instance, ` +
-    `released_by = NULL, fence_until = t + p_retention * ${MS}, retain_until = CASE ` +
-    `WHEN retain_until >= t + ${keep} * ${MS} THEN retain_until ELSE t + (${keep} + ${keep} / 16) * ${MS} END`;
+  const free = `UPDATE ${locks} SET ${FREED} WHERE name = p_name;`;
+  const args = {
+    owner: 'p_owner',
+    ttl: 'p_ttl',
+    minFence: 'p_min_fence',
+    instance: 'p_instance',
+    retention: 'p_retention',
+  };
+  const take = (fence: string) => grant(n.fenceLiteral, args, 't', fence);
   const handOnArgs = HAND_ON_ARGS;
   const handOnCall = HAND_ON_CALL;
   const first = firstLive(waiters);
@@ -378,8 +390,7 @@ END`,
       `
 DECLARE t timestamptz := clock_timestamp();
 BEGIN
-  UPDATE ${locks} SET released_by = CASE WHEN fence_until > t THEN p_owner END, ${freed}
-    WHERE name = p_name AND owner = p_owner AND expires_at > t AND NOT reserved AND NOT flagged;
+  UPDATE ${locks} SET ${freeAlone('p_name', 'p_owner', 't')};
   IF NOT FOUND THEN RETURN ${n.fn.endLease}(p_name, p_owner, t, ${handOnCall}); END IF;
   IF p_announce THEN PERFORM pg_notify(p_channel, ''); END IF;
   RETURN 'released';
