@@ -95,9 +95,12 @@ export interface FenceRecord {
   readonly releasedBy: string | null;
 }
 
+/** The grant as a record keeps it: '=<instance>' when it was taken at its token's µs (the usual case), else ' <taken-at µs> <instance>'. */
 export function encodeFence(r: FenceRecord): string {
-  const grant = r.grant ? ` ${r.grant.takenAtUs} ${r.grant.instance}` : '';
-  return `${r.token}${grant}${r.releasedBy === null ? '' : `|${r.releasedBy}`}`;
+  const { grant } = r;
+  const text =
+    grant === null ? '' : grant.takenAtUs === r.token ? `=${grant.instance}` : ` ${grant.takenAtUs} ${grant.instance}`;
+  return `${r.token}${text}${r.releasedBy === null ? '' : `|${r.releasedBy}`}`;
 }
 
 /**
@@ -107,11 +110,51 @@ export function encodeFence(r: FenceRecord): string {
 export function decodeFence(value: string): FenceRecord {
   const bar = value.lastIndexOf('|');
   const releasedBy = bar >= 0 ? value.slice(bar + 1) : null;
-  const match = /^(\d+)(?: (\d+) ([\s\S]*))?$/.exec(bar >= 0 ? value.slice(0, bar) : value);
+  const match = /^(\d+)(?:=([\s\S]*)| (\d+) ([\s\S]*))?$/.exec(bar >= 0 ? value.slice(0, bar) : value);
   if (!match) throw new BadReply();
-  const [, token, takenAtUs, instance] = match as unknown as [string, string, string | undefined, string];
-  const grant = takenAtUs === undefined ? null : { takenAtUs: Number(takenAtUs), instance };
+  const [, token, atToken, takenAtUs, instance] = match as unknown as [
+    string,
+    string,
+    string | undefined,
+    string | undefined,
+    string,
+  ];
+  const grant =
+    atToken !== undefined
+      ? { takenAtUs: Number(token), instance: atToken }
+      : takenAtUs === undefined
+        ? null
+        : { takenAtUs: Number(takenAtUs), instance };
   return { token: Number(token), grant, releasedBy };
+}
+
+/**
+ * A lock key's whole value: the lease, its end in server ms and its state, then the fencing record,
+ * '<end> <state>\n<record>'. Either part may be empty: no lease ('\n<record>', a released name keeps
+ * its record for the retention), or no record kept. A lease whose end has passed is no lease; the
+ * scripts judge that by the server's clock (lua/lib/lease.lua).
+ */
+export interface LockRecord {
+  readonly lease: { readonly end: number; readonly value: LockValue } | null;
+  readonly fence: FenceRecord | null;
+}
+
+export function encodeLockRecord(r: LockRecord): string {
+  const lease = r.lease === null ? '' : `${r.lease.end} ${encodeLockValue(r.lease.value)}`;
+  return `${lease}\n${r.fence === null ? '' : encodeFence(r.fence)}`;
+}
+
+export function decodeLockRecord(raw: string): LockRecord {
+  const newline = raw.indexOf('\n');
+  if (newline < 0) throw new BadReply();
+  const head = raw.slice(0, newline);
+  const tail = raw.slice(newline + 1);
+  const lease = /^(\d+) ([\s\S]+)$/.exec(head);
+  if (head !== '' && !lease) throw new BadReply();
+  return {
+    lease: lease ? { end: Number(lease[1]), value: decodeLockValue(lease[2] as string) } : null,
+    fence: tail === '' ? null : decodeFence(tail),
+  };
 }
 
 /** The grant a fence record (or a grants hash entry) records, as operator tooling shows it; null when none is kept. */

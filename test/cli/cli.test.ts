@@ -21,6 +21,7 @@ import { storeSettings } from '../../src/store/settings.js';
 import {
   counterToken,
   freePort,
+  lockRecord,
   type RedisCluster,
   type RedisServer,
   randomPrefix,
@@ -240,14 +241,14 @@ describe('leasehold CLI against a real Redis', () => {
     const prefix = randomPrefix();
     const locks = instance(prefix, 'pod-list');
     const held = await Promise.all(['a:1', 'a:2', 'b:1'].map((name) => locks.acquire(name, { ttl: 30_000 })));
-    // Leave behind every other kind of key under the prefix: a released lock's fencing counter,
-    // a job's tick marker and history, and a waiters' queue.
+    // Leave behind every other kind of key under the prefix: a released lock's key (its fencing
+    // record), a job's lock key, tick marker and history, and a waiters' queue.
     await (await locks.acquire('a:gone')).release();
     await locks.runOnce('a:job', async () => 'done', { tick: 1_000 });
     const queued = instance(prefix).acquire('a:1', { wait: 15_000 });
     const job = jobKeys(prefix, 'a:job');
     await waitFor(async () => (await client.zcard(lockKeys(prefix, 'a:1').waiters)) === 1);
-    expect(await client.exists(job.fence, job.tick, job.runs, lockKeys(prefix, 'a:gone').fence)).toBe(4);
+    expect(await client.exists(job.lock, job.tick, job.runs, lockKeys(prefix, 'a:gone').lock)).toBe(4);
 
     const matched = await run(prefix, 'list', '--match', 'a:*', '--json');
     expect(matched.code).toBe(0);
@@ -308,9 +309,9 @@ describe('leasehold CLI against a real Redis', () => {
     expect(refused.stderr).toMatch(/mutual exclusion/);
     expect(refused.stderr).toMatch(/fencing tokens/);
     // The holder's owner token, flagged: a waiter queued behind it.
-    expect(await client.get(keys.lock)).toBe(`${stuck.owner}*`);
+    expect(lockRecord(await client.get(keys.lock)).state).toBe(`${stuck.owner}*`);
 
-    const fenceBefore = counterToken(await client.get(keys.fence));
+    const fenceBefore = counterToken(await client.get(keys.lock));
     expect(fenceBefore).toBe(stuck.fencingToken);
     const forced = await run(prefix, 'release', 'settle', '--force');
     expect(forced.code).toBe(0);
@@ -322,7 +323,7 @@ describe('leasehold CLI against a real Redis', () => {
     // The waiter's acquire resolves, with a later token: the forced release left the counter alone.
     const taken = await next;
     expect(taken.fencingToken).toBeGreaterThan(fenceBefore);
-    expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
+    expect(counterToken(await client.get(keys.lock))).toBe(taken.fencingToken);
     // The old holder finds out at its next extension, with a message that names the lock and
     // who holds it now.
     const lost = await stuck.extend().catch((error: unknown) => error);
@@ -339,7 +340,7 @@ describe('leasehold CLI against a real Redis', () => {
     const notHeld = await run(prefix, 'release', 'settle', '--force');
     expect(notHeld.code).toBe(1);
     expect(notHeld.stderr).toContain('is not held');
-    expect(counterToken(await client.get(keys.fence))).toBe(taken.fencingToken);
+    expect(counterToken(await client.get(keys.lock))).toBe(taken.fencingToken);
   });
 
   it.concurrent('release --force names shared holders by their kind: a semaphore’s permits, a read-write lock’s readers', async () => {
@@ -507,7 +508,7 @@ describe('leasehold CLI against a real Redis Cluster of 3 masters', () => {
     const forced = await run(entry, prefix, 'release', name, '--force');
     expect(forced.code).toBe(0);
     expect(forced.stdout).toContain(`was held by ${lock.owner.slice(0, 8)}… (pod-far), fencing token`);
-    expect(await client.exists(keys.lock)).toBe(0);
+    expect(lockRecord(await client.get(keys.lock)).state).toBeNull();
     await expect(lock.extend()).rejects.toBeInstanceOf(LockLostError);
   });
 

@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Backend, Leasehold, MemoryStore } from '../../src/index.js';
 import { jobKeys } from '../../src/store/index.js';
 import { storeSettings } from '../../src/store/settings.js';
-import { type RedisServer, randomPrefix, startRedis, untilAborted, waitFor } from '../harness/index.js';
+import { lockRecord, type RedisServer, randomPrefix, startRedis, untilAborted, waitFor } from '../harness/index.js';
 import {
   type ContractBackend,
   ioredisBackend,
@@ -23,10 +23,9 @@ import {
 async function pttl(client: Backend, prefix: string, name: string): Promise<number> {
   if (client instanceof MemoryStore) return (await client.bind(storeSettings({ prefix })).inspect(name)).pttl;
   const keys = jobKeys(prefix, name);
-  const c = client as { pttl?: (key: string) => Promise<number>; pTTL?: (key: string) => Promise<number> };
-  if (c.pTTL) return Number(await c.pTTL(keys.lock));
-  if (c.pttl) return Number(await c.pttl(keys.lock));
-  throw new Error('no PTTL on this client');
+  // ioredis and node-redis both read a string by get().
+  const c = client as unknown as { get: (key: string) => Promise<string | null> };
+  return lockRecord(await c.get(keys.lock)).pttl;
 }
 
 function scheduleContract(make: () => Promise<ContractBackend>): void {

@@ -14,7 +14,15 @@ import {
   StoreUnavailableError,
 } from '../../src/index.js';
 import { lockKeys } from '../../src/store/index.js';
-import { type RedisServer, randomPrefix, slotOf, startCluster, startRedis, waitFor } from '../harness/index.js';
+import {
+  lockRecord,
+  type RedisServer,
+  randomPrefix,
+  slotOf,
+  startCluster,
+  startRedis,
+  waitFor,
+} from '../harness/index.js';
 
 /**
  * A Redis Cluster of 3 masters and 3 replicas under load: 1,000 locks over ~980 slots, each held
@@ -215,7 +223,8 @@ function sharedTokens(holdings: readonly { name: string; lock: Pick<Lock, 'owner
 }
 
 /** What a lock key's value says about its holder: the owner token, or null when free or reserved. */
-function holderOf(value: string | null): string | null {
+function holderOf(raw: string | null): string | null {
+  const value = lockRecord(raw).state;
   if (value === null || value.startsWith('~') || value.startsWith('^')) return null;
   return value.endsWith('*') ? value.slice(0, -1) : value;
 }
@@ -474,7 +483,10 @@ describe('a Cluster of 3 masters and 3 replicas under load', () => {
       const counts = await Promise.all(
         hot.names.map(async (name) => {
           const keys = lockKeys(prefix, name);
-          return { held: (await admin.exists(keys.lock)) === 1, waiters: await admin.zcard(keys.waiters) };
+          return {
+            held: lockRecord(await admin.get(keys.lock)).state !== null,
+            waiters: await admin.zcard(keys.waiters),
+          };
         }),
       );
       return { held: counts.filter((c) => c.held).length, waiters: counts.reduce((n, c) => n + c.waiters, 0) };

@@ -24,6 +24,7 @@ import { ANNOUNCED_HAND_ON, storeSettings } from '../../src/store/settings.js';
 import { Quorum, type QuorumOptions } from '../../src/topology/quorum.js';
 import {
   counterToken,
+  lockRecord,
   type RedisServer,
   randomPrefix,
   startProxy,
@@ -128,7 +129,7 @@ async function listeners(prefix: string, name: string): Promise<number> {
 
 /** Owner token on each listed node (null when free), read over the admin connections. */
 function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
-  return Promise.all(nodes.map((i) => admin[i]?.get(lockKey(prefix, name)) ?? Promise.resolve(null)));
+  return Promise.all(nodes.map(async (i) => lockRecord((await admin[i]?.get(lockKey(prefix, name))) ?? null).state));
 }
 
 function outcomes(error: unknown): NodeOutcome['outcome'][] {
@@ -198,7 +199,7 @@ describe('Redlock: the same Lock handle as the single-instance mutex', () => {
       await waitFor(async () => (await owners(prefix, 'report')).every((o) => o === lock.owner));
       await lock.extend(5_000);
       expect(lock.expiresIn()).toBeGreaterThan(2_000);
-      expect(Number(await admin[0]?.pttl(lockKey(prefix, 'report')))).toBeGreaterThan(2_000);
+      expect(lockRecord(await admin[0]?.get(lockKey(prefix, 'report'))).pttl).toBeGreaterThan(2_000);
       expect(lock.signal.aborted).toBe(false);
     }
     expect(await owners(prefix, 'report')).toEqual([null, null, null, null, null]);
@@ -325,9 +326,10 @@ describe('Redlock: latency', () => {
     const locks = redlock(prefix, { nodeTimeout: 5_000, driftFactor: 0.955 }, connections);
     // Counters that all differ: whichever nodes grant, one of them issues the maximum, which must be
     // written back, a second round trip.
-    const fence = lockKeys(prefix, 'slow').fence;
+    // A lock key holding a fencing record alone: no lease, a token and no grant (lua/lib/lease.lua).
+    const fence = lockKeys(prefix, 'slow').lock;
     const base = (Date.now() + 3_600_000) * 1000;
-    await Promise.all(admin.map((c, i) => c.set(fence, base + 10 * (N - i))));
+    await Promise.all(admin.map((c, i) => c.set(fence, `\n${base + 10 * (N - i)}`)));
     const started = now();
     const error = await locks.acquire('slow', { ttl: 10_000, wait: 5_000 }).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/no validity left/);
@@ -360,7 +362,7 @@ describe('Redlock: latency', () => {
     expect((error as QuorumError).nodes[0]?.cause).toMatchObject({
       message: new RegExp(`within ${DEFAULTS.nodeTimeout} ms \\(nodeTimeout\\)`),
     });
-    await waitFor(async () => counterToken(await admin[0]?.get(lockKeys(prefix, 'late').fence)) >= 1, {
+    await waitFor(async () => counterToken(await admin[0]?.get(lockKeys(prefix, 'late').lock)) >= 1, {
       timeout: 3_000,
     });
     await waitFor(async () => (await owners(prefix, 'late')).every((o) => o === null), { timeout: 3_000 });
@@ -542,7 +544,7 @@ describe('Redlock: fencing across changing quorums', () => {
     const gates = await proxied();
     // One node's counter far ahead of every clock: the quorums that include it issue its token,
     // and only the write-back carries that order to the quorums that do not.
-    await admin[0]?.set(lockKeys(prefix, 'fenced').fence, (Date.now() + 3_600_000) * 1000);
+    await admin[0]?.set(lockKeys(prefix, 'fenced').lock, `\n${(Date.now() + 3_600_000) * 1000}`);
     const random = seeded(7);
     const tokens: number[] = [];
     const quorums = new Set<string>();
@@ -602,7 +604,7 @@ describe('Redlock: fencing across changing quorums', () => {
     const counter = { raiseFence: 0 };
     const stores = clients.map((c) => counted(resolveStore(c, nodeOptions(prefix)).store, counter));
     const locks = redlock(prefix, { ttl: 2_000, autoExtend: false }, stores);
-    const fence = lockKeys(prefix, 'paths').fence;
+    const fence = lockKeys(prefix, 'paths').lock;
 
     // Fresh counters agree: every node issues the token the client proposed (its clock, a little
     // ahead), so any granting quorum holds the maximum.
@@ -614,7 +616,7 @@ describe('Redlock: fencing across changing quorums', () => {
     // Counters that all differ, above any proposal: only one granting node issues the maximum,
     // which goes to all of them.
     const base = (Date.now() + 3_600_000) * 1000;
-    await Promise.all(admin.map((c, i) => c.set(fence, base + 10 * (N - i))));
+    await Promise.all(admin.map((c, i) => c.set(fence, `\n${base + 10 * (N - i)}`)));
     const second = await locks.acquire('paths');
     expect(counter.raiseFence).toBeGreaterThanOrEqual(3);
     // Any 3 of the 5 include one of the nodes seeded with base + 30 or more. A grant that landed

@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Leasehold } from '../../src/index.js';
 import { jobKeys } from '../../src/store/index.js';
-import { counterToken, type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
+import { counterToken, lockRecord, type RedisServer, randomPrefix, startRedis, waitFor } from '../harness/index.js';
 
 /**
  * Separate processes schedule the same job against one real redis-server and report every run
@@ -257,7 +257,7 @@ describe('scheduled jobs across processes', () => {
     await v.exited;
 
     // The dead run's lease ends by itself within lockAtMostFor.
-    const pttl = Number(await client.pttl(keys.lock));
+    const pttl = Number(lockRecord(await client.get(keys.lock)).pttl);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(config.lockAtMostFor);
 
@@ -295,8 +295,8 @@ describe('scheduled jobs across processes', () => {
     await waitFor(() => Date.now() - (run as Report & { at: number }).at > config.lockAtMostFor * 2, {
       timeout: 5_000,
     });
-    expect(Number(await client.pttl(keys.lock))).toBeGreaterThan(0);
-    expect(counterToken(await client.get(keys.fence))).toBe(run.fence);
+    expect(Number(lockRecord(await client.get(keys.lock)).pttl)).toBeGreaterThan(0);
+    expect(counterToken(await client.get(keys.lock))).toBe(run.fence);
     expect(all.flatMap((w) => w.starts())).toHaveLength(1);
     const skipped = all.flatMap((w) => w.reports.filter((r) => r.e === 'skip' && r.tick !== run.tick));
     expect(skipped.length).toBeGreaterThan(0);
@@ -325,7 +325,7 @@ describe('scheduled jobs across processes', () => {
         (await observer(prefix).jobHistory('long')).find((r) => r.tick?.getTime() === run.tick)?.outcome === 'lost',
       { timeout: 3_000, message: 'the lost run recorded' },
     );
-    expect(counterToken(await client.get(keys.fence))).toBe(takeover.fence);
-    expect(Number(await client.pttl(keys.lock))).toBeGreaterThan(0);
+    expect(counterToken(await client.get(keys.lock))).toBe(takeover.fence);
+    expect(Number(lockRecord(await client.get(keys.lock)).pttl)).toBeGreaterThan(0);
   }, 30_000);
 });

@@ -3,7 +3,7 @@ import { createSentinel } from 'redis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Backend, Leasehold, Lock, LockTimeoutError, StoreUnavailableError } from '../../src/index.js';
 import { lockKeys } from '../../src/store/index.js';
-import { randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
+import { lockRecord, randomPrefix, type SentinelGroup, startSentinelGroup, waitFor } from '../harness/index.js';
 
 /**
  * Sentinel: the client follows the master through a failover. A lock that reached the replica
@@ -60,7 +60,9 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
 
     const held = await locks.acquire('invoice', { ttl: 30_000 });
     const keys = lockKeys(prefix, 'invoice');
-    await waitFor(async () => (await group.replica.command('GET', keys.lock)) === held.owner, { timeout: 5_000 });
+    await waitFor(async () => lockRecord(await group.replica.command('GET', keys.lock)).state === held.owner, {
+      timeout: 5_000,
+    });
 
     // Waiters parked through the failover: one whose wait ends during it, one whose wait outlasts
     // it. Neither hangs: a waiter whose retry meets the dead master fails with StoreUnavailableError

@@ -42,4 +42,12 @@ export {
   startRedis,
 } from './redis.js';
 export { type SentinelGroup, type StartSentinelOptions, startSentinelGroup } from './sentinel.js';
-export { blockFor, counterToken, randomPrefix, untilAborted, type WaitForOptions, waitFor } from './util.js';
+export {
+  blockFor,
+  counterToken,
+  lockRecord,
+  randomPrefix,
+  untilAborted,
+  type WaitForOptions,
+  waitFor,
+} from './util.js';

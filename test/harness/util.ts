@@ -41,9 +41,32 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, opts:
   );
 }
 
-/** The fencing token a lock's counter key holds ('<token> <taken-at µs> <instance>[|<owner>]'), or 0. */
+/**
+ * A lock key's value read as the scripts read it (lua/lib/lease.lua): '<lease end ms> <state>\n<fence record>'.
+ * `state` is the lease's while it lasts by `now` (this machine's clock, which the test servers share), `pttl`
+ * the ms it has left (-2 with none), `fence` the fencing record ('<token> <taken-at µs> <instance>' or
+ * '<token>=<instance>', then '|<owner>' once released), or null. A value with no newline is a lease
+ * as the layout before kept it (the owner alone, ended by the key's PX), read as held (its pttl -1:
+ * not known from the value).
+ */
+export function lockRecord(
+  value: string | null | undefined,
+  now = Date.now(),
+): { state: string | null; pttl: number; fence: string | null } {
+  if (!value) return { state: null, pttl: -2, fence: null };
+  const newline = value.indexOf('\n');
+  if (newline < 0) return { state: value, pttl: -1, fence: null };
+  const lease = /^(\d+) (.*)$/s.exec(value.slice(0, newline));
+  const fence = value.slice(newline + 1) || null;
+  const end = lease ? Number(lease[1]) : 0;
+  return end >= now && lease ? { state: lease[2] ?? null, pttl: end - now, fence } : { state: null, pttl: -2, fence };
+}
+
+/** The fencing token a lock key's record holds (a whole lock value, or the record alone), or 0. */
 export function counterToken(value: string | null | undefined): number {
-  return value ? Number(value.split(/[ |]/)[0]) : 0;
+  if (!value) return 0;
+  const record = value.includes('\n') ? lockRecord(value).fence : value;
+  return record ? Number(record.split(/[ |=]/)[0]) : 0;
 }
 
 /** Spin the CPU for `ms`: the event loop is blocked, as by a long GC pause or a busy task. */

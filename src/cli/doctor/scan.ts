@@ -40,10 +40,12 @@ const HEX = /[0-9a-f]{16,}/i;
 const BASE64 = /^[A-Za-z0-9_\-+/]{16,}={0,2}$/;
 /** leasehold's key layout (store/redis/keys.ts): `<prefix>:{<name>}` and its companions. */
 const LEASEHOLD_KEY = /^(.+?):\{.+\}(?::(?:fence|released|waiters|alive|holds|grants|tick|runs))?$/;
-/** A fencing counter's key; its value is a fence record (store/formats.ts). */
+/** A lock key: its value is '<lease>\n<fence record>' (store/redis/keys.ts). */
+const LOCK_KEY = /^(.+?):\{.+\}$/;
+/** A fencing counter's key as a layout before one key per lock kept it; its value is a fence record. */
 const FENCE_KEY = /^(.+?):\{.+\}:fence$/;
-/** Bytes of a string's value read: enough for any owner token. */
-const VALUE_HEAD = 100;
+/** Bytes of a string's value read: enough for any owner token, and a lock key's lease and record. */
+const VALUE_HEAD = 256;
 /** Examples shown per finding. */
 const EXAMPLES = 10;
 /** Keys of one name pattern with one constant value, below which the group is not reported. */
@@ -66,6 +68,14 @@ export function looksLikeFenceRecord(head: string): boolean {
     if (error instanceof BadReply) return false;
     throw error;
   }
+}
+
+/** Whether the head of a lock key's value is a lease (or none) and a fence record with a grant, as an acquire writes it. */
+export function looksLikeLockRecord(head: string): boolean {
+  const newline = head.indexOf('\n');
+  if (newline < 0) return false;
+  const lease = head.slice(0, newline);
+  return (lease === '' || /^\d+ \S/.test(lease)) && looksLikeFenceRecord(head.slice(newline + 1));
 }
 
 /** What one key is, as far as the scan is concerned. */
@@ -147,6 +157,8 @@ export async function scanForLocks(
           ownKeys += 1;
           continue;
         }
+        const lock = LOCK_KEY.exec(seen.key);
+        if (lock?.[1] !== undefined && seen.value !== null && looksLikeLockRecord(seen.value)) prefixes.add(lock[1]);
         const fence = FENCE_KEY.exec(seen.key);
         if (fence?.[1] !== undefined && seen.value !== null && looksLikeFenceRecord(seen.value)) prefixes.add(fence[1]);
         (LEASEHOLD_KEY.test(seen.key) ? shaped : candidates).push(seen);

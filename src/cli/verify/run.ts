@@ -272,7 +272,7 @@ class VerifyRun {
     const lk = lockKeys(this.#options.prefix, target.lockName);
     await parent
       .del(keys.record, keys.naiveLock, keys.naiveGrants)
-      .then(() => parent.del(lk.lock, lk.fence, lk.waiters, lk.alive, lk.holds, lk.grants))
+      .then(() => parent.del(lk.lock, lk.waiters, lk.alive, lk.holds, lk.grants))
       .catch(() => undefined);
   }
 }

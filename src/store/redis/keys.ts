@@ -4,21 +4,21 @@ import { NameCache } from '../name-cache.js';
  * Every key and channel name leasehold uses is built here.
  *
  * All keys of one lock share a hash slot: the lock's name sits inside the first `{…}`, so
- * Redis Cluster routes the lock, its fencing counter and its release channel to one node (a name
- * may not start with `}`: the tag would be empty). Every key has a TTL: the lease's (or a
- * reservation's), the queue's (renewed by live waiters), and the fencing counter's retention,
- * which tokens can afford because they never fall below the server's clock in µs; shared holds
- * and their grants expire with the lease of the latest of them. The values are
- * described in lua/lib/lease.lua.
+ * Redis Cluster routes the lock, its queue and its release channel to one node (a name may not
+ * start with `}`: the tag would be empty). Every key has a TTL: the lock key's is its fencing
+ * record's retention (or the lease's end, if later), which tokens can afford because they never
+ * fall below the server's clock in µs; the queue's is renewed by live waiters; shared holds and
+ * their grants expire with the lease of the latest of them. The values are described in
+ * lua/lib/lease.lua.
  */
 export interface LockKeys {
-  /** The lease: value = the owner token (or '~<waiter>' while reserved for one), PX = ttl. */
-  readonly lock: string;
   /**
-   * The latest grant, '<token> <taken-at µs> <instance>', then '|<owner>' once its holder released
-   * it; PX = the retention (default 7 days after the last grant).
+   * The lease and the fencing record in one string: '<lease end ms> <state>\n<record>' (the state
+   * the owner token, or '~<waiter>' while reserved for one; the record the latest grant,
+   * '<token> <taken-at µs> <instance>', then '|<owner>' once its holder released it); PX = the
+   * record's retention (default 7 days after the last grant). See lua/lib/lease.lua.
    */
-  readonly fence: string;
+  readonly lock: string;
   /** Pub/sub channel that a release publishes on; the message names the waiter it woke. */
   readonly channel: string;
   /** Waiters of every instance in arrival order: a sorted set, member = owner token, score = server time in µs. */
@@ -27,7 +27,7 @@ export interface LockKeys {
   readonly alive: string;
   /** Shared holds (a semaphore's permits, a read-write lock's shared holders): a sorted set, member = owner token, score = the end of its lease in server ms (lua/lib/shared.lua). */
   readonly holds: string;
-  /** Each shared hold's grant, '<token> <taken-at µs> <instance>': a hash, member = owner token. */
+  /** Each shared hold's grant, as the lock's fencing record writes one: a hash, member = owner token. */
   readonly grants: string;
 }
 
@@ -42,7 +42,6 @@ function buildLockKeys(prefix: string, name: string): LockKeys {
   const base = `${prefix}:{${name}}`;
   return Object.freeze({
     lock: base,
-    fence: `${base}:fence`,
     channel: `${base}:released`,
     waiters: `${base}:waiters`,
     alive: `${base}:alive`,

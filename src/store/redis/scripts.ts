@@ -55,9 +55,10 @@ import {
 
 /**
  * What a script may do, as Redis Functions flags: `read` runs no write command; `free` only ends or
- * shortens leases, so it must run even when the server is out of memory (release, leave, extend).
+ * shortens leases, so it must run even when the server is out of memory (release, leave, extend);
+ * `scan` reads the keys a SCAN found, of any slot a cluster node serves.
  */
-type Access = 'write' | 'read' | 'free';
+type Access = 'write' | 'read' | 'free' | 'scan';
 
 /**
  * A Lua script: its source and SHA1 for EVALSHA/EVAL, and its name in the function library for
@@ -87,7 +88,7 @@ export interface ScriptInput {
 export interface BoundArgs {
   /** The instance label recorded next to each lease (StoreSettings.instance). */
   readonly instance: string;
-  /** ms the fencing counter is kept (StoreSettings.fenceRetention). */
+  /** ms the fencing record is kept (StoreSettings.fenceRetention). */
   readonly fenceRetention: number;
   /** ms a queued waiter stays queued without trying again (StoreSettings.waiterLease). */
   readonly waiterLease: number;
@@ -140,13 +141,22 @@ const LIBRARY: Readonly<Record<string, string>> = {
 
 const INCLUDE = /^-- include: (\S+)$/gm;
 
-/** A script's source with each `-- include: lib/…` line replaced by that file, as Redis will run it. */
+/**
+ * A script's body as Redis runs it: a script that includes lib/lease.lua reads and changes lock
+ * records through it, and its body runs inside `run_call`, which writes back what it changed.
+ */
+function callBody(lua: string, body: string): string {
+  return lua.includes('-- include: lib/lease.lua') ? `return run_call(function()\n${body}\nend)` : body;
+}
+
+/** A script's source as EVAL runs it: each `-- include: lib/…` file in its place, then its body. */
 export function resolveIncludes(name: string, source: string): string {
-  return source.replace(INCLUDE, (_, path: string) => {
-    const lib = LIBRARY[path];
+  const libs = [...source.matchAll(INCLUDE)].map(([, path]) => {
+    const lib = path === undefined ? undefined : LIBRARY[path];
     if (lib === undefined) throw new Error(`${name}.lua includes ${path}, which is not in the Lua library`);
     return lib.trimEnd();
   });
+  return [...libs, callBody(source, source.replace(INCLUDE, '').trim())].join('\n');
 }
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
@@ -177,7 +187,7 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     source,
     sha: sha1(source),
     access: spec.access,
-    body: lua.replace(INCLUDE, '').trim(),
+    body: callBody(lua, lua.replace(INCLUDE, '').trim()),
     handsOn: spec.handsOn ?? false,
     input: (prefix, lock, request, publish, bound) => {
       const k = layout(prefix, lock);
@@ -270,7 +280,7 @@ const DECLARED = {
     // A caller that will not wait (every Redlock node's) never queues: the queue's keys, the waiter
     // lease and the room are read only when queueing, and are left out; only a queued one may wake
     // the waiter after it (ask_first), so only it is given the channel.
-    keys: (k, r: AcquireRequest) => (r.queue === undefined ? [k.lock, k.fence] : [k.lock, k.fence, k.waiters, k.alive]),
+    keys: (k, r: AcquireRequest) => (r.queue === undefined ? [k.lock] : [k.lock, k.waiters, k.alive]),
     args: (r: AcquireRequest, k, publish, b) => {
       const { owner, ttl, minFence = 0, queue } = r;
       if (queue === undefined) return [owner, ttl, minFence, '0', b.instance, b.fenceRetention];
@@ -292,7 +302,7 @@ const DECLARED = {
     lua: releaseSource,
     access: 'free',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.fence, k.waiters, k.alive],
+    keys: (k) => [k.lock, k.waiters, k.alive],
     args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b), b.directRoom],
     handsOn: true,
     reply: releaseCodes,
@@ -303,7 +313,7 @@ const DECLARED = {
     lua: leaveSource,
     access: 'free',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
+    keys: (k) => [k.lock, k.waiters, k.alive],
     args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b)],
     handsOn: true,
     reply: byCode<void>({ 1: () => undefined, 0: () => undefined }),
@@ -324,7 +334,7 @@ const DECLARED = {
     lua: acquireSharedSource,
     access: 'write',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.fence, k.waiters, k.alive, k.holds, k.grants],
+    keys: (k) => [k.lock, k.waiters, k.alive, k.holds, k.grants],
     args: (r: SharedRequest, k, publish, b) => [
       r.owner,
       r.ttl,
@@ -390,7 +400,7 @@ const DECLARED = {
     lua: raiseFenceSource,
     access: 'write',
     layout: lockKeys,
-    keys: (k) => [k.fence],
+    keys: (k) => [k.lock],
     args: (fence: number, _, _publish, b) => [fence, b.fenceRetention],
     reply: integerReply,
   }),
@@ -400,7 +410,7 @@ const DECLARED = {
     lua: inspectSource,
     access: 'read',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.fence],
+    keys: (k) => [k.lock],
     args: (_: undefined) => [],
     reply: shaped<LockState>((reply) => {
       if (reply.length !== 3) throw new BadReply();
@@ -425,7 +435,7 @@ const DECLARED = {
     lua: claimTickSource,
     access: 'write',
     layout: jobKeys,
-    keys: (k) => [k.lock, k.fence, k.tick, k.runs],
+    keys: (k) => [k.lock, k.tick, k.runs],
     args: (r: ClaimRequest, _, _publish, b) => [
       r.owner,
       r.ttl,
@@ -448,7 +458,7 @@ const DECLARED = {
     lua: finishTickSource,
     access: 'free',
     layout: jobKeys,
-    keys: (k) => [k.lock, k.runs, k.waiters, k.alive, k.fence],
+    keys: (k) => [k.lock, k.runs, k.waiters, k.alive],
     args: (r: FinishRequest, k, publish, b) => [
       r.owner,
       r.fence,
@@ -472,7 +482,7 @@ const DECLARED = {
     lua: readJobSource,
     access: 'read',
     layout: jobKeys,
-    keys: (k) => [k.lock, k.fence, k.tick, k.runs],
+    keys: (k) => [k.lock, k.tick, k.runs],
     args: (limit: number) => [limit],
     reply: shaped<JobState>((reply) => {
       if (reply.length < 3) throw new BadReply();
@@ -501,7 +511,7 @@ const DECLARED = {
     lua: forceReleaseSource,
     access: 'free',
     layout: lockKeys,
-    keys: (k) => [k.lock, k.waiters, k.alive, k.fence],
+    keys: (k) => [k.lock, k.waiters, k.alive],
     args: (_: undefined, k, publish, b) => handOnArgs(k, publish, b),
     handsOn: true,
     reply: byCode<ForceReleaseReply>({
@@ -535,7 +545,7 @@ const DECLARED = {
   scanLocks: declare({
     name: 'scan-locks',
     lua: scanLocksSource,
-    access: 'read',
+    access: 'scan',
     layout: noKeys,
     keys: () => [],
     args: (r: { readonly cursor: string; readonly pattern: string; readonly count: number }) => [
@@ -576,6 +586,7 @@ const FLAGS: Readonly<Record<Access, string>> = {
   write: '{}',
   read: "{'no-writes'}",
   free: "{'allow-oom'}",
+  scan: "{'no-writes', 'allow-cross-slot-keys'}",
 };
 
 /**

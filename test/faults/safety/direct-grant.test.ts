@@ -12,7 +12,7 @@ import { RedisStore, type RedisStoreOptions } from '../../../src/store/redis/red
 import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { storeSettings } from '../../../src/store/settings.js';
 import { Single } from '../../../src/topology/single.js';
-import { randomPrefix, startProxy, waitFor } from '../../harness/index.js';
+import { lockRecord, randomPrefix, startProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, singleOptions, slowPath, suiteServer } from './fixture.js';
 
 /**
@@ -91,12 +91,12 @@ describe('direct grant to a waiter of the releasing instance', () => {
     // The release was the only call: the waiter made no attempt of its own.
     expect(calls).toBe(1);
     const keys = lockKeys(prefix, 'd');
-    expect(await redis.admin.get(keys.lock)).toBe(next.owner);
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBe(next.owner);
     // Its lease is the waiter's own ttl, not a reservation.
-    expect(await redis.admin.pttl(keys.lock)).toBeGreaterThan(29_000);
+    expect(lockRecord(await redis.admin.get(keys.lock)).pttl).toBeGreaterThan(29_000);
     await next.extend();
     expect(await next.release()).toBe(true);
-    expect(await redis.admin.exists(keys.lock)).toBe(0);
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBeNull();
   });
 
   it('the release answers once the waiter it woke here holds the lock, not before', async () => {
@@ -167,7 +167,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const next = await waiting;
     const heardAt = now();
     // Read the server's remaining lease (directly, without the latency), then ours.
-    const pttl = await redis.admin.pttl(lockKeys(prefix, 'v').lock);
+    const pttl = lockRecord(await redis.admin.get(lockKeys(prefix, 'v').lock)).pttl;
     const ours = next.expiresIn();
     expect(ours).toBeGreaterThan(0);
     expect(ours).toBeLessThanOrEqual(pttl);
@@ -253,7 +253,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const sentBefore = now();
     expect(await store.release('k', 'A')).toBe('released');
     const heardBy = now();
-    expect(await redis.admin.get(keys.lock)).toBe('W');
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBe('W');
     await redis.admin.config('RESETSTAT');
     const reply = await store.acquire('k', { owner: 'W', queue: 'member', ...lease });
     expect(await fcalls()).toBe(0);
@@ -269,9 +269,9 @@ describe('direct grant to a waiter of the releasing instance', () => {
     // V is granted the lock the same way, and leaves instead: the grant goes back on the server.
     expect(await store.acquire('k', { owner: 'V', queue: 'join', ...lease })).toMatchObject({ acquired: false });
     expect(await store.release('k', 'W')).toBe('released');
-    expect(await redis.admin.get(keys.lock)).toBe('V');
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBe('V');
     await store.leave('k', 'V');
-    expect(await redis.admin.exists(keys.lock)).toBe(0);
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBeNull();
     // And nothing is kept for V: an acquire of its token asks the server, and takes the free lock.
     await redis.admin.config('RESETSTAT');
     expect(await store.acquire('k', { owner: 'V', queue: 'member', ...lease })).toMatchObject({ acquired: true });
@@ -281,7 +281,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     // A waiter that does not wait here (none of this store's answered for X): given back at once.
     await queueBehind('B', 'X');
     expect(await store.release('k', 'B')).toBe('released');
-    await waitFor(async () => (await redis.admin.exists(keys.lock)) === 0);
+    await waitFor(async () => lockRecord(await redis.admin.get(keys.lock)).state === null);
   });
 
   it('the engine counts a kept grant’s validity from before the release was sent, however late the waiter takes it', async () => {
@@ -319,7 +319,7 @@ describe('direct grant to a waiter of the releasing instance', () => {
     const { keys: k, args } = SCRIPTS.acquire.input(prefix, 'r', request, 'PUBLISH', bound);
     const reply = await redis.admin.eval(SCRIPTS.acquire.source, k.length, ...k, ...args);
     expect(Number(reply)).toBe(lock.fencingToken);
-    expect(await redis.admin.pttl(keys.lock)).toBeGreaterThan(9_000);
+    expect(lockRecord(await redis.admin.get(keys.lock)).pttl).toBeGreaterThan(9_000);
     await lock.release();
   });
 });

@@ -4,7 +4,7 @@ import { Leasehold } from '../../../src/index.js';
 import { jobKeys, lockKeys } from '../../../src/store/index.js';
 import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { storeSettings } from '../../../src/store/settings.js';
-import { counterToken, randomPrefix, startProxy, type TcpProxy, waitFor } from '../../harness/index.js';
+import { counterToken, lockRecord, randomPrefix, startProxy, type TcpProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, suiteServer } from './fixture.js';
 
 /**
@@ -37,8 +37,8 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.acquire.fn);
     const lock = await locks.acquire('order:7', { wait: 2_000 });
     await cut;
-    expect(await redis.admin.get(lockKeys(prefix, 'order:7').lock)).toBe(lock.owner);
-    expect(counterToken(await redis.admin.get(lockKeys(prefix, 'order:7').fence))).toBe(lock.fencingToken);
+    expect(lockRecord(await redis.admin.get(lockKeys(prefix, 'order:7').lock)).state).toBe(lock.owner);
+    expect(counterToken(await redis.admin.get(lockKeys(prefix, 'order:7').lock))).toBe(lock.fencingToken);
     expect(await redis.admin.zcard(lockKeys(prefix, 'order:7').waiters)).toBe(0);
     expect(await lock.release()).toBe(true);
   });
@@ -50,7 +50,7 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.release.fn);
     expect(await lock.release()).toBe(true);
     await cut;
-    expect(await redis.admin.exists(lockKeys(prefix, 'order:8').lock)).toBe(0);
+    expect(lockRecord(await redis.admin.get(lockKeys(prefix, 'order:8').lock)).state).toBeNull();
   });
 
   it('release that granted the lock outright to a waiter here: the re-sent command still answers released, and the waiter holds the lock', async () => {
@@ -67,7 +67,7 @@ describe('re-sent commands', () => {
     await cut;
     const next = await waiting;
     expect(next.fencingToken).toBeGreaterThan(lock.fencingToken);
-    expect(await redis.admin.get(keys.lock)).toBe(next.owner);
+    expect(lockRecord(await redis.admin.get(keys.lock)).state).toBe(next.owner);
     // An operator sees the waiter holding it (the grant the counter records) and who released.
     const inspect = SCRIPTS.inspect.input(
       prefix,
@@ -92,7 +92,7 @@ describe('re-sent commands', () => {
     const cut = proxy.cutAfter(SCRIPTS.extend.fn);
     await lock.extend(20_000);
     await cut;
-    expect(await redis.admin.pttl(lockKeys(prefix, 'order:9').lock)).toBeGreaterThan(15_000);
+    expect(lockRecord(await redis.admin.get(lockKeys(prefix, 'order:9').lock)).pttl).toBeGreaterThan(15_000);
     expect(await lock.release()).toBe(true);
   });
 

@@ -2,7 +2,14 @@ import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, Leasehold, type Lock } from '../../../src/index.js';
 import { lockKeys } from '../../../src/store/index.js';
-import { counterToken, randomPrefix, startRedis, startSentinelGroup, waitFor } from '../../harness/index.js';
+import {
+  counterToken,
+  lockRecord,
+  randomPrefix,
+  startRedis,
+  startSentinelGroup,
+  waitFor,
+} from '../../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
 
 /**
@@ -43,25 +50,26 @@ describe('fencing tokens survive a lost counter', () => {
       last = lock.fencingToken;
       await lock.release();
     }
-    const key = lockKeys(prefix, 'invoice').fence;
-    const plainBefore = await Promise.all([1, 2, 3, 4, 5].map(() => plainIncr(client, key)));
+    const key = lockKeys(prefix, 'invoice').lock;
+    const plain = `${key}:plain`;
+    const plainBefore = await Promise.all([1, 2, 3, 4, 5].map(() => plainIncr(client, plain)));
     expect(plainBefore.at(-1)).toBe(5);
 
     await server.restart();
     await waitFor(async () => (await client.ping().catch(() => '')) === 'PONG', { timeout: 10_000 });
-    expect(await client.exists(key)).toBe(0);
+    expect(await client.exists(key, plain)).toBe(0);
     const after = await locks.acquire('invoice');
     expect(after.fencingToken).toBeGreaterThan(last);
     await after.release();
     // Negative control: the plain counter starts over and repeats a token a resource has seen.
-    expect(await plainIncr(client, key)).toBe(1);
+    expect(await plainIncr(client, plain)).toBe(1);
   });
 
   it('a counter deleted (evicted, expired, flushed): the next token is still above the last', async () => {
     const { client, prefix, locks } = await ownServer();
     const first = await locks.acquire('stock:42');
     await first.release();
-    const key = lockKeys(prefix, 'stock:42').fence;
+    const key = lockKeys(prefix, 'stock:42').lock;
     expect(counterToken(await client.get(key))).toBe(first.fencingToken);
     await client.del(key);
     const second = await locks.acquire('stock:42');
@@ -74,12 +82,13 @@ describe('fencing tokens survive a lost counter', () => {
     const short = new Leasehold(client, { prefix, fenceRetention: 200 });
     defer(() => short.close());
     await (await locks.acquire('order:1')).release();
-    const pttl = await client.pttl(lockKeys(prefix, 'order:1').fence);
+    const pttl = await client.pttl(lockKeys(prefix, 'order:1').lock);
     expect(pttl).toBeGreaterThan(DEFAULTS.fenceRetention - 60_000);
     expect(pttl).toBeLessThanOrEqual(DEFAULTS.fenceRetention);
-    const first = await short.acquire('order:2');
+    // The key lasts for the retention or to the end of the lease, whichever is later.
+    const first = await short.acquire('order:2', { ttl: 200 });
     await first.release();
-    await waitFor(async () => (await client.exists(lockKeys(prefix, 'order:2').fence)) === 0, { timeout: 2_000 });
+    await waitFor(async () => (await client.exists(lockKeys(prefix, 'order:2').lock)) === 0, { timeout: 2_000 });
     const second = await short.acquire('order:2');
     expect(second.fencingToken).toBeGreaterThan(first.fencingToken);
     await second.release();
@@ -108,15 +117,16 @@ describe('fencing tokens survive a lost counter', () => {
     const warm = await locks.acquire('ledger', { ttl: 30_000 });
     expect(fencedWrite(warm.fencingToken)).toBe(true);
     await warm.release();
-    expect(await plainIncr(client, keys.fence)).toBe(1);
-    await waitFor(async () => (await group.replica.command('EXISTS', keys.lock)) === '0');
+    const plain = `${keys.lock}:plain`;
+    expect(await plainIncr(client, plain)).toBe(1);
+    await waitFor(async () => lockRecord(await group.replica.command('GET', keys.lock)).state === null);
     // Replication is cut (the replica frozen, its link closed by the master), a grant lands on
     // the master only, the master dies; then the replica wakes and is promoted without the grant.
     group.replica.pause();
     await group.master.command('CLIENT', 'KILL', 'TYPE', 'replica');
     const lost = await locks.acquire('ledger', { ttl: 30_000, autoExtend: false });
     expect(fencedWrite(lost.fencingToken)).toBe(true);
-    expect(await plainIncr(client, keys.fence)).toBe(2);
+    expect(await plainIncr(client, plain)).toBe(2);
     await group.master.kill9();
     group.replica.resume();
     await waitFor(async () => (await group.masterPort()) === group.replica.port, {
@@ -138,7 +148,7 @@ describe('fencing tokens survive a lost counter', () => {
     expect(fencedWrite(token)).toBe(true);
     expect(fencedWrite(lost.fencingToken)).toBe(false);
     // Negative control: the plain counter lost its last INCR with the master and issues 2 again.
-    expect(await plainIncr(client, keys.fence)).toBe(2);
+    expect(await plainIncr(client, plain)).toBe(2);
     await taken.lock?.release();
   }, 60_000);
 });

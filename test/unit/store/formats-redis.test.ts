@@ -2,14 +2,15 @@ import { describe, expect, it } from 'vitest';
 import type { HandOff } from '../../../src/core/engine.js';
 import {
   decodeFence,
-  decodeLockValue,
+  decodeLockRecord,
   decodeRun,
   decodeWaiter,
   encodeFence,
-  encodeLockValue,
+  encodeLockRecord,
   encodeWaiter,
   type FenceRecord,
   heldBy,
+  type LockRecord,
   reservedFor,
   sharedBy,
   type WaiterEntry,
@@ -54,18 +55,27 @@ describe('kept values on a real redis-server', () => {
     };
     const close = () => Promise.all([...stores.values()].map((s) => s.close()));
     const admin = redis.admin;
-    const lock = async (name: string) => {
+    const record = async (name: string): Promise<LockRecord | null> => {
       const raw = await admin.get(lockKeys(prefix, name).lock);
       if (raw === null) return null;
-      expect(encodeLockValue(decodeLockValue(raw))).toBe(raw);
-      return decodeLockValue(raw);
+      expect(encodeLockRecord(decodeLockRecord(raw))).toBe(raw);
+      return decodeLockRecord(raw);
+    };
+    /** The lease's state while it lasts (the test's clock is the server's). */
+    const lock = async (name: string) => {
+      const lease = (await record(name))?.lease;
+      return lease && lease.end >= Date.now() ? lease.value : null;
     };
     const fenceRecord = async (raw: string | null): Promise<FenceRecord> => {
       if (raw === null) throw new Error('no fence record');
       expect(encodeFence(decodeFence(raw))).toBe(raw);
       return decodeFence(raw);
     };
-    const fence = async (name: string) => fenceRecord(await admin.get(lockKeys(prefix, name).fence));
+    const fence = async (name: string) => {
+      const kept = (await record(name))?.fence;
+      if (!kept) throw new Error('no fence record');
+      return kept;
+    };
     const grant = async (name: string, owner: string) =>
       fenceRecord(await admin.hget(lockKeys(prefix, name).grants, owner));
     const waiter = async (name: string, owner: string): Promise<WaiterEntry> => {

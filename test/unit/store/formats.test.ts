@@ -5,10 +5,12 @@ import {
   BadReply,
   decodeFence,
   decodeHolder,
+  decodeLockRecord,
   decodeLockValue,
   decodeRun,
   decodeWaiter,
   encodeFence,
+  encodeLockRecord,
   encodeLockValue,
   encodeRun,
   encodeWaiter,
@@ -16,6 +18,7 @@ import {
   grantOf,
   heldBy,
   holderOf,
+  type LockRecord,
   type LockValue,
   readLockValue,
   reservedFor,
@@ -47,6 +50,16 @@ const fence: fc.Arbitrary<FenceRecord> = fc.record({
   token: ms,
   grant: fc.option(fc.record({ takenAtUs: ms, instance: label }), { nil: null }),
   releasedBy: fc.option(token, { nil: null }),
+});
+
+// A grant taken at its token's µs, the usual case, is kept in the folded form '<token>=<instance>'.
+const foldedFence: fc.Arbitrary<FenceRecord> = fc
+  .record({ token: ms, instance: label, releasedBy: fc.option(token, { nil: null }) })
+  .map(({ token, instance, releasedBy }) => ({ token, grant: { takenAtUs: token, instance }, releasedBy }));
+
+const lockRecord: fc.Arbitrary<LockRecord> = fc.record({
+  lease: fc.option(fc.record({ end: ms, value: lockValue }), { nil: null }),
+  fence: fc.option(fc.oneof(fence, foldedFence), { nil: null }),
 });
 
 const waiter: fc.Arbitrary<WaiterEntry> = fc.oneof(
@@ -93,8 +106,12 @@ describe('kept values: encode then decode is the identity', () => {
     roundTrips(holder, (v) => holderOf(v) as string, decodeHolder);
   });
 
-  it('the fence record, with and without a grant and a release mark', () => {
-    roundTrips(fence, encodeFence, decodeFence);
+  it('the fence record, with and without a grant and a release mark, its grant folded or not', () => {
+    roundTrips(fc.oneof(fence, foldedFence), encodeFence, decodeFence);
+  });
+
+  it('the lock key’s whole value: the lease or none, the fence record or none', () => {
+    roundTrips(lockRecord, encodeLockRecord, decodeLockRecord);
   });
 
   it('the waiter entry: exclusive, shared, and one that may be granted outright', () => {
@@ -128,6 +145,16 @@ describe('kept values read as an operator reads them', () => {
     expect(decodeHolder('A')).toEqual(heldBy('A'));
   });
 
+  it('each form of the lock key’s whole value', () => {
+    const grant = { token: 42, grant: { takenAtUs: 42, instance: 'pod 1' }, releasedBy: null };
+    expect(encodeLockRecord({ lease: { end: 1000, value: heldBy('A', true) }, fence: grant })).toBe(
+      '1000 A*\n42=pod 1',
+    );
+    expect(encodeLockRecord({ lease: null, fence: { ...grant, releasedBy: 'A' } })).toBe('\n42=pod 1|A');
+    expect(encodeLockRecord({ lease: { end: 1000, value: reservedFor(['W']) }, fence: null })).toBe('1000 ~W\n');
+    expect(decodeLockRecord('\n')).toEqual({ lease: null, fence: null });
+  });
+
   it('the fence record and the grant it names', () => {
     const record = decodeFence('1733400000123456 1733400000123456 pod 1|A');
     expect(record).toEqual({
@@ -136,6 +163,9 @@ describe('kept values read as an operator reads them', () => {
       releasedBy: 'A',
     });
     expect(grantOf(record)).toEqual({ token: 1733400000123456, takenAt: 1733400000123, instance: 'pod 1' });
+    // Taken at its token's µs: the grant's time is the token's, written once.
+    expect(decodeFence('1733400000123456=pod 1')).toEqual({ ...record, releasedBy: null });
+    expect(encodeFence(record)).toBe('1733400000123456=pod 1|A');
     // raise-fence.lua lifting a counter that was gone keeps the token alone.
     expect(decodeFence('42')).toEqual({ token: 42, grant: null, releasedBy: null });
     expect(grantOf(decodeFence('42|A'))).toBeNull();
@@ -171,6 +201,8 @@ describe('kept values read as an operator reads them', () => {
     expect(() => decodeHolder('^3*')).toThrow(BadReply);
     expect(() => decodeFence('x 1 i')).toThrow(BadReply);
     expect(() => decodeFence('')).toThrow(BadReply);
+    expect(() => decodeLockRecord('1733400000123 A')).toThrow(BadReply);
+    expect(() => decodeLockRecord('soon A\n42')).toThrow(BadReply);
     expect(() => decodeWaiter('soon')).toThrow(BadReply);
     expect(() => decodeWaiter('1000 *3')).toThrow(BadReply);
     expect(() => decodeRun('{"fence":"1"}')).toThrow(expect.objectContaining({ code: ErrorCode.STORE_ERROR }));

@@ -13,19 +13,19 @@
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
 -- include: lib/shared.lua
--- KEYS[1]  lock key        (value: '^<limit>' while shared holds hold it; see lib/lease.lua)
--- KEYS[2]  fencing counter (as acquire.lua writes it)
--- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs)
--- KEYS[4]  liveness        (hash: owner token -> '<deadline ms>[ ^<limit>]')
--- KEYS[5]  holds           (sorted set: owner token -> end of its lease or reservation, server ms)
--- KEYS[6]  grants          (hash: owner token -> '<token> <taken-at µs> <instance>')
+-- KEYS[1]  lock key        (the lease, '^<limit>' while shared holds hold it, and the fencing
+--          record: see lib/lease.lua)
+-- KEYS[2]  waiters         (sorted set: owner token -> arrival, server time in µs)
+-- KEYS[3]  liveness        (hash: owner token -> '<deadline ms>[ ^<limit>]')
+-- KEYS[4]  holds           (sorted set: owner token -> end of its lease or reservation, server ms)
+-- KEYS[5]  grants          (hash: owner token -> its grant, as lib/lease.lua's grant_text writes it)
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  limit: the semaphore's permits, or 0 for a read-write lock's shared hold
 -- ARGV[4]  '0' the caller will not wait; '1' a first attempt: queue it when refused;
 --          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
 -- ARGV[5]  instance label of the caller
--- ARGV[6]  retention of the fencing counter in ms
+-- ARGV[6]  retention of the fencing record in ms
 -- ARGV[7]  a waiter's liveness in ms (renewed by each try: an exclusive waiter ahead last tried
 --          this long before its deadline)
 -- ARGV[8]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
@@ -39,12 +39,12 @@
 --          {-1, limit}  held as another kind: a semaphore of limit permits, 0 for a read-write
 --                       lock's shared holds, or -1 held exclusively while a semaphore (limit > 0)
 --                       was asked for; nothing changed
-local lock, fence, waiters, alive, holds, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, waiters, alive, holds, grants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local owner, ttl, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local kind = '^' .. ARGV[3]
 local now_us, stamp = server_now()
 local now_ms = math.floor(now_us / 1000)
-local value = redis.call('GET', lock)
+local value = lock_get(lock)
 local holder, flagged, reserved = read_lock(value)
 
 -- Granted: leave the queue if this caller was in it, and stretch the lock to its latest hold.
@@ -69,10 +69,10 @@ local function granted(token, handed_on)
 end
 
 local function take(handed_on)
-  return granted(hold(holds, grants, fence, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]), handed_on)
+  return granted(hold(lock, holds, grants, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]), handed_on)
 end
 
-local wait = redis.call('PTTL', lock)
+local wait = lock_pttl(lock)
 if limit > 0 and holder ~= nil and not is_shared(holder) then
   -- Held exclusively (a mutex, an exclusive hold, a job's run): a semaphore is another kind.
   return {-1, -1}
@@ -111,7 +111,7 @@ elseif holder == nil and reserved_for(reserved, owner) then
   -- The lock reserved for shared waiters, this one among them: theirs now, each of the others
   -- keeping its reservation until it comes.
   redis.call('DEL', holds, grants)
-  redis.call('SET', lock, kind .. (flagged and '*' or ''), 'PX', math.max(ttl, wait))
+  lock_set(lock, kind .. (flagged and '*' or ''), math.max(ttl, wait))
   for w in string.gmatch(reserved, '%S+') do
     if w ~= owner then
       redis.call('ZADD', holds, int(now_ms + wait), w)
@@ -121,13 +121,13 @@ elseif holder == nil and reserved_for(reserved, owner) then
 elseif value == false then
   if not exclusive_ahead(waiters, alive, owner, now_ms) then
     redis.call('DEL', holds, grants)
-    redis.call('SET', lock, kind, 'PX', ttl)
+    lock_set(lock, kind, ttl)
     return take(false)
   end
   -- Free, with an exclusive waiter ahead: it gets the lock, as from a release.
   hand_on(lock, waiters, alive, ARGV[8], ARGV[9], ARGV[10], ARGV[11])
-  value = redis.call('GET', lock)
-  wait = redis.call('PTTL', lock)
+  value = lock_get(lock)
+  wait = lock_pttl(lock)
 end
 if ARGV[4] ~= '0' then
   enqueue(lock, value, waiters, alive, owner, now_us, tonumber(ARGV[7]), kind)

@@ -6,18 +6,17 @@
 -- reply was lost finds the lock already its own and gets the same grant back.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
--- KEYS[1]  lock key        (value: see lib/lease.lua; PX: the ttl, or a reservation's)
--- KEYS[2]  fencing counter ('<token> <taken-at µs> <instance>[|<owner> once released]', PX: retention)
--- KEYS[3]  waiters         (sorted set: owner token -> arrival, server time in µs), sent when
+-- KEYS[1]  lock key        (the lease and the fencing record: see lib/lease.lua)
+-- KEYS[2]  waiters         (sorted set: owner token -> arrival, server time in µs), sent when
 --          ARGV[4] is not '0': only a caller that will wait queues
--- KEYS[4]  liveness        (hash: owner token -> the waiter's deadline, server time in ms), as KEYS[3]
+-- KEYS[3]  liveness        (hash: owner token -> the waiter's deadline, server time in ms), as KEYS[2]
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
 -- ARGV[4]  '0' the caller will not wait; '1' a first attempt: queue it when refused;
 --          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
 -- ARGV[5]  instance label of the caller
--- ARGV[6]  retention of the fencing counter in ms
+-- ARGV[6]  retention of the fencing record in ms
 -- ARGV[7]  a waiter's liveness in ms, sent when ARGV[4] is not '0': a queued waiter that does not
 --          try again within it is dropped
 -- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is not '0', or '': a queued
@@ -31,19 +30,19 @@
 --          {-1, limit} held by a semaphore of <limit> permits (another kind of lock); nothing changed
 local owner = ARGV[1]
 local now_us, stamp = server_now()
-local token, _, fresh, value = take(KEYS[1], KEYS[2], owner, ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6], now_us, stamp)
+local token, _, fresh, value = take(KEYS[1], owner, ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6], now_us, stamp)
 if token then
   if fresh and ARGV[4] == '2' then
-    redis.call('ZREM', KEYS[3], owner)
-    redis.call('HDEL', KEYS[4], owner)
+    redis.call('ZREM', KEYS[2], owner)
+    redis.call('HDEL', KEYS[3], owner)
     if fresh == 'reserved' then
       -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
       -- no later release names them.
-      first_live(KEYS[3], KEYS[4], math.floor(now_us / 1000), false)
+      first_live(KEYS[2], KEYS[3], math.floor(now_us / 1000), false)
     else
       -- Taken free: no hand-off named the first waiter left, which was refused by the lease
       -- before; it asks again, so it learns this lease's end and does not sleep past it.
-      ask_first(KEYS[3], KEYS[4], math.floor(now_us / 1000), ARGV[9], ARGV[10])
+      ask_first(KEYS[2], KEYS[3], math.floor(now_us / 1000), ARGV[9], ARGV[10])
     end
   end
   return token
@@ -55,6 +54,6 @@ if limit and limit > 0 then
   return {-1, limit}
 end
 if ARGV[4] ~= '0' then
-  enqueue(KEYS[1], value, KEYS[3], KEYS[4], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
+  enqueue(KEYS[1], value, KEYS[2], KEYS[3], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {0, lock_pttl(KEYS[1])}

@@ -6,16 +6,15 @@
 -- of a later tick: that claim takes it over, when nobody is queued behind it (see kept_for below).
 -- Idempotent per owner token: a re-sent claim gets its claim back.
 -- include: lib/lease.lua
--- KEYS[1]  lock key        (value: see lib/lease.lua; PX: lockAtMostFor)
--- KEYS[2]  fencing counter (as acquire.lua writes it)
--- KEYS[3]  tick marker     (latest tick claimed, ms since the epoch; no TTL: see keys.ts)
--- KEYS[4]  run history     (sorted set: score = fencing token, member = run record as JSON; no TTL)
+-- KEYS[1]  lock key        (the lease, of lockAtMostFor, and the fencing record: see lib/lease.lua)
+-- KEYS[2]  tick marker     (latest tick claimed, ms since the epoch; no TTL: see keys.ts)
+-- KEYS[3]  run history     (sorted set: score = fencing token, member = run record as JSON; no TTL)
 -- ARGV[1]  owner token
 -- ARGV[2]  lease in ms (lockAtMostFor)
 -- ARGV[3]  the tick's scheduled time in ms since the epoch, or '' for a run without tick identity
 -- ARGV[4]  instance label, for the lock and the history
 -- ARGV[5]  runs the history keeps
--- ARGV[6]  retention of the fencing counter in ms
+-- ARGV[6]  retention of the fencing record in ms
 -- ARGV[7]  ms a tick may lie ahead of the server's clock (a caller's clock running fast)
 -- returns  {1, token, startedAt}  claimed (or claimed already by this owner); token is the fencing
 --                                 token, startedAt the server's time of the claim in ms
@@ -24,12 +23,12 @@
 --          {-2, now}              clock-skew: the tick is more than ARGV[7] ms after the server's
 --                                 time now; nothing changed
 local owner = ARGV[1]
-local held = redis.call('GET', KEYS[1])
+local held = lock_get(KEYS[1])
 local now_us, stamp = server_now()
 local tick = ARGV[3]
 
 -- Whether lock value `value` (held by another owner) is only kept by lockAtLeastFor for a run of
--- an earlier tick than `tick`, with nobody queued behind it. The grant the fencing counter records
+-- an earlier tick than `tick`, with nobody queued behind it. The grant the fencing record records
 -- is the holder's; its run record in the history tells whether that run finished, and its tick.
 -- A plain lock, a shared hold, a reservation, a run still running or one without a tick: false.
 local function kept_for(value, tick)
@@ -37,11 +36,11 @@ local function kept_for(value, tick)
   if holder == nil or flagged or string.byte(holder, 1) == 94 then
     return false
   end
-  local token = fence_of(redis.call('GET', KEYS[2]))
+  local token = fence_of(fence_get(KEYS[1]))
   if token == 0 then
     return false
   end
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], int(token), int(token))) do
+  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], int(token), int(token))) do
     local run = cjson.decode(member)
     if run.outcome ~= 'running' and type(run.tick) == 'number' and run.tick < tonumber(tick) then
       return true
@@ -57,26 +56,26 @@ if read_lock(held) ~= owner then
     if tonumber(tick) > now + tonumber(ARGV[7]) then
       return {-2, now}
     end
-    local last = redis.call('GET', KEYS[3])
+    local last = redis.call('GET', KEYS[2])
     if last and tonumber(last) >= tonumber(tick) then
       return {-1, tonumber(last)}
     end
   end
   if held then
     if tick == '' or not kept_for(held, tick) then
-      return {0, redis.call('PTTL', KEYS[1])}
+      return {0, lock_pttl(KEYS[1])}
     end
     -- The tick marker, checked above in this same step, keeps each tick to one run.
-    redis.call('DEL', KEYS[1])
+    lock_del(KEYS[1])
   end
 end
-local token, taken_us, fresh = take(KEYS[1], KEYS[2], owner, ARGV[2], 0, ARGV[4], ARGV[6], now_us, stamp)
+local token, taken_us, fresh = take(KEYS[1], owner, ARGV[2], 0, ARGV[4], ARGV[6], now_us, stamp)
 local now = math.floor(taken_us / 1000)
 if not fresh then
   return {1, token, now}
 end
 if tick ~= '' then
-  redis.call('SET', KEYS[3], tick)
+  redis.call('SET', KEYS[2], tick)
 end
 -- The token goes into the JSON as a string: cjson writes numbers with 14 significant digits.
 local record = {
@@ -91,6 +90,6 @@ local record = {
 if tick ~= '' then
   record.tick = tonumber(tick)
 end
-redis.call('ZADD', KEYS[4], int(token), cjson.encode(record))
-redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[5]) + 1))
+redis.call('ZADD', KEYS[3], int(token), cjson.encode(record))
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[5]) + 1))
 return {1, token, now}

@@ -11,7 +11,7 @@
 -- returns  1   extended
 --          0   expired: the hold's lease ran out (or it was released, or the lock deleted)
 --          -1  not-owner: the hold is gone and another owner holds the lock exclusively
-local holder = read_lock(redis.call('GET', KEYS[1]))
+local holder = read_lock(lock_get(KEYS[1]))
 local now_ms = math.floor(server_now() / 1000)
 local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
 if is_shared(holder) and score > now_ms and redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then

@@ -7,9 +7,9 @@
 -- returns  1   extended
 --          0   expired: no lock at all, or reserved for a waiter (the lease ended and was handed on)
 --          -1  not-owner: another owner holds the lock
-local holder = read_lock(redis.call('GET', KEYS[1]))
+local holder = read_lock(lock_get(KEYS[1]))
 if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  lock_expire(KEYS[1], ARGV[2])
   return 1
 end
 if holder == nil then

@@ -9,7 +9,6 @@
 -- KEYS[2]  run history (sorted set: score = fencing token)
 -- KEYS[3]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[4]  liveness        (hash: owner token -> deadline)
--- KEYS[5]  fencing counter (marked '...|<owner>' once released)
 -- ARGV[1]  owner token
 -- ARGV[2]  the run's fencing token
 -- ARGV[3]  the run's startedAt (server ms, as claim-tick returned it)
@@ -38,15 +37,15 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[2], ARGV[2])) 
     redis.call('ZADD', KEYS[2], ARGV[2], cjson.encode(record))
   end
 end
-local held = redis.call('GET', KEYS[1])
+local held = lock_get(KEYS[1])
 if read_lock(held) == ARGV[1] then
   local remaining = tonumber(ARGV[3]) + tonumber(ARGV[6]) - now
   if remaining > 0 then
-    redis.call('PEXPIRE', KEYS[1], remaining)
+    lock_expire(KEYS[1], remaining)
     return {1, remaining}
   end
 end
-local ended = end_lease(held, KEYS[1], KEYS[5], ARGV[1], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+local ended = end_lease(held, KEYS[1], ARGV[1], KEYS[3], KEYS[4], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 if ended == 1 then
   return {2, 0}
 end

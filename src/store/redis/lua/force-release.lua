@@ -3,10 +3,9 @@
 -- above the deleted holder's, so a resource that checks tokens rejects that holder's late writes.
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
--- KEYS[1]  lock key
+-- KEYS[1]  lock key        (its fencing record, read only: the deleted holder's grant)
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[3]  liveness        (hash: owner token -> deadline)
--- KEYS[4]  fencing counter (read only: the deleted holder's grant)
 -- ARGV[1]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[2]  release channel
 -- ARGV[3]  reservation in ms: how long the lock is kept for the waiter woken
@@ -15,9 +14,9 @@
 --                             is the waiter now reserved, or '' when nobody was queued; counter is
 --                             the fencing counter's value (the holder's grant), or false
 --          {0}                not-held: no lock at all, or only a reservation; nothing changed
-local holder = read_lock(redis.call('GET', KEYS[1]))
+local holder = read_lock(lock_get(KEYS[1]))
 if holder == nil then
   return {0}
 end
 local woken = hand_on(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-return {1, holder, woken, redis.call('GET', KEYS[4])}
+return {1, holder, woken, fence_get(KEYS[1])}

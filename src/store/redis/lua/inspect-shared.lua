@@ -9,7 +9,7 @@
 --          lib/lease.lua), the server's time in ms, then for each live hold or reservation (only
 --          while shared holds hold the lock), oldest end first: its owner token, the end of its
 --          lease in server ms, and its grant (false for a reservation)
-local value = redis.call('GET', KEYS[1])
+local value = lock_get(KEYS[1])
 local now_ms = math.floor(server_now() / 1000)
 local reply = {value, now_ms}
 if is_shared(read_lock(value)) then

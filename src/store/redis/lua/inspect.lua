@@ -1,7 +1,8 @@
 -- inspect: read a lock's state in one step.
+-- include: lib/lease.lua
 -- KEYS[1]  lock key
--- KEYS[2]  fencing counter
--- returns  {value or false, pttl, counter or false}: the lock key's value (see lib/lease.lua); its
---          pttl, -2 when there is no key; the fencing counter's value ('<token> <taken-at µs>
---          <instance>', then '|<owner>' once released), false if none is kept
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+-- returns  {state or false, pttl, record or false}: the lease's state (see lib/lease.lua), false
+--          with no lease live; ms until the lease ends, -2 with none; the fencing record
+--          ('<token> <taken-at µs> <instance>' or '<token>=<instance>', then '|<owner>' once
+--          released), false if none is kept
+return {lock_get(KEYS[1]), lock_pttl(KEYS[1]), fence_get(KEYS[1])}

@@ -22,7 +22,7 @@ local now_ms = math.floor(server_now() / 1000)
 local first = first_live(KEYS[2], KEYS[3], now_ms, false) == owner
 redis.call('ZREM', KEYS[2], owner)
 redis.call('HDEL', KEYS[3], owner)
-local value = redis.call('GET', KEYS[1])
+local value = lock_get(KEYS[1])
 local holder, flagged, reserved = read_lock(value)
 if holder == nil and reserved_for(reserved, owner) then
   local rest = {}
@@ -34,8 +34,8 @@ if holder == nil and reserved_for(reserved, owner) then
   if #rest == 0 then
     hand_on(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   else
-    local left = math.max(1, redis.call('PTTL', KEYS[1]))
-    redis.call('SET', KEYS[1], '~' .. table.concat(rest, ' ') .. (flagged and '*' or ''), 'PX', left)
+    local left = math.max(1, lock_pttl(KEYS[1]))
+    lock_set(KEYS[1], '~' .. table.concat(rest, ' ') .. (flagged and '*' or ''), left)
   end
   return 1
 end

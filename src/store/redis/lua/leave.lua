@@ -5,7 +5,6 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival)
 -- KEYS[3]  liveness        (hash: owner token -> deadline)
--- KEYS[4]  fencing counter (marked released, as a release does, when a direct grant is given back)
 -- ARGV[1]  owner token of the waiter leaving
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
@@ -18,11 +17,11 @@ local now_ms = math.floor(server_now() / 1000)
 local first = first_live(KEYS[2], KEYS[3], now_ms, false) == ARGV[1]
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-local value = redis.call('GET', KEYS[1])
+local value = lock_get(KEYS[1])
 local holder, _, reserved = read_lock(value)
 if holder == ARGV[1] then
   -- A release granted it the lock directly (lib/hand-on.lua) as it gave up: release it.
-  end_lease(value, KEYS[1], KEYS[4], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+  end_lease(value, KEYS[1], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   return 1
 end
 if reserved ~= ARGV[1] then

@@ -18,7 +18,7 @@
 -- returns  1   released (now, or by the same owner's earlier call)
 --          0   expired: the hold's lease ran out (or the lock was deleted)
 --          -1  not-owner: the hold is gone and another owner holds the lock exclusively
-local holder, flagged = read_lock(redis.call('GET', KEYS[1]))
+local holder, flagged = read_lock(lock_get(KEYS[1]))
 local now_ms = math.floor(server_now() / 1000)
 local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
 if is_shared(holder) and score and tonumber(score) > now_ms and redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then

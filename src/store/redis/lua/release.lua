@@ -1,5 +1,5 @@
 -- release: end the lease only if this owner holds it, and hand the lock on if waiters queued.
--- Idempotent per owner token: the release marks the fencing counter, so a command re-sent after
+-- Idempotent per owner token: the release marks the fencing record, so a command re-sent after
 -- its reply was lost still answers released (until another owner takes the lock). Releasing a
 -- lock that expired (and that nobody took since) still hands it on, so its waiters are woken
 -- rather than left to their timers.
@@ -8,10 +8,9 @@
 -- trip of its own (a waiter of another instance is reserved for, and takes the lock itself).
 -- include: lib/lease.lua
 -- include: lib/hand-on.lua
--- KEYS[1]  lock key
--- KEYS[2]  fencing counter (marked '...|<owner>' once released)
--- KEYS[3]  waiters         (sorted set: owner token -> arrival)
--- KEYS[4]  liveness        (hash: owner token -> deadline)
+-- KEYS[1]  lock key        (its fencing record marked '...|<owner>' once released)
+-- KEYS[2]  waiters         (sorted set: owner token -> arrival)
+-- KEYS[3]  liveness        (hash: owner token -> deadline)
 -- ARGV[1]  owner token
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
@@ -25,7 +24,7 @@
 --          When the release woke waiters, 1 and 0 come first in an array: after them the messages
 --          the hand-on published (so the caller's own waiters are woken from the reply), then the
 --          fencing token of a direct grant to the first waiter named, if it made one.
-local code, told, token = end_lease(redis.call('GET', KEYS[1]), KEYS[1], KEYS[2], ARGV[1], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local code, told, token = end_lease(lock_get(KEYS[1]), KEYS[1], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if told and #told > 0 then
   if token then
     told[#told + 1] = token

@@ -177,8 +177,7 @@ end
 -- to its limit): the lock is reserved for all of them, and each is told in a message of its own.
 -- With nobody to wake, the lock is simply deleted, and '' is published only when `announce` is '1'
 -- (for waiters that do not queue, as Redlock's).
--- `room` (nil or '' for none): the releasing store's own mark, and `fence` the lock's fencing
--- counter. An exclusive waiter at the head that queued from that same room (the releasing
+-- `room` (nil or '' for none): the releasing store's own mark. An exclusive waiter at the head that queued from that same room (the releasing
 -- instance's own, alive as it runs this release) is granted the lock outright instead, with its
 -- own ttl and the next fencing token (recorded with its own instance and retention); the caller
 -- tells it from the reply, without another round trip. The message names the waiters behind it as
@@ -188,7 +187,7 @@ end
 -- grant it records (issue, lib/lease.lua): a re-sent release still finds its own release.
 -- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
 --          and the fencing token of a grant outright (or nil)
-local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence, mark)
+local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, mark)
   local woken, next = {}, ''
   local now_us, stamp, now_ms, ttl, retention, from, instance
   if redis.call('EXISTS', waiters) == 1 then
@@ -206,20 +205,20 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
     end
   end
   if #woken == 0 then
-    redis.call('DEL', lock)
+    lock_del(lock)
     if publish ~= '' and announce == '1' then
       redis.call(publish, channel, '')
     end
     return '', {}
   end
   if from and room and from == room then
-    redis.call('SET', lock, woken[1] .. (next == '' and '' or '*'), 'PX', ttl)
-    local token = issue(fence, now_us, stamp, 0, instance, retention, mark)
+    lock_set(lock, woken[1] .. (next == '' and '' or '*'), ttl)
+    local token = issue(lock, now_us, stamp, 0, instance, retention, mark)
     -- Those behind were refused by the lease just released: told this one's length, none of them
     -- sleeps on the old one if this lease runs out unreleased.
     return woken[1], tell(publish, channel, woken, next == '' and '' or next .. ' =' .. ttl), token
   end
-  redis.call('SET', lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), 'PX', ms)
+  lock_set(lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), ms)
   if publish ~= '' then
     summon(alive, next, now_ms, tonumber(ms))
   end
@@ -229,13 +228,13 @@ end
 -- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it (and
 -- publish '' when `announce` is '1').
 -- returns  the messages published naming waiters (a list, empty when nobody was woken), and the
---          token of a grant outright (see hand_on; `room`, `fence` and `mark` go to it)
-local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence, mark)
+--          token of a grant outright (see hand_on; `room` and `mark` go to it)
+local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, mark)
   if flagged then
-    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence, mark)
+    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, mark)
     return told, token
   end
-  redis.call('DEL', lock)
+  lock_del(lock)
   if publish ~= '' and announce == '1' then
     redis.call(publish, channel, '')
   end
@@ -265,7 +264,7 @@ local function enqueue(lock, value, waiters, alive, owner, now_us, lease, kind)
   redis.call('PEXPIRE', waiters, lease)
   redis.call('PEXPIRE', alive, lease)
   if value and string.byte(value, -1) ~= 42 then
-    redis.call('APPEND', lock, '*')
+    lock_flag(lock, value)
   end
 end
 
@@ -279,22 +278,22 @@ end
 -- another owner holds it.
 -- returns  1 released, 0 expired, -1 not-owner; the messages published naming waiters (a list);
 --          and the token of a grant outright (see hand_on; `room` goes to it)
-local function end_lease(value, lock, fence, owner, waiters, alive, publish, channel, ms, announce, room)
+local function end_lease(value, lock, owner, waiters, alive, publish, channel, ms, announce, room)
   local holder, flagged = read_lock(value)
   if holder == owner then
-    local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, fence, '|' .. owner)
+    local told, token = free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, '|' .. owner)
     if not token then
       -- A grant outright wrote this owner's mark after the next owner's grant already.
-      mark_released(fence, owner)
+      mark_released(lock, owner)
     end
     return 1, told, token
   end
-  local counter = redis.call('GET', fence)
+  local counter = fence_get(lock)
   if counter and string.sub(counter, -#owner - 1) == '|' .. owner then
     return 1
   end
   if value == false then
-    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room, fence)
+    local _, told, token = hand_on(lock, waiters, alive, publish, channel, ms, announce, room)
     return 0, told, token
   end
   if holder == nil then

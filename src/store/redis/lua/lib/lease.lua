@@ -1,30 +1,184 @@
 -- lease: the steps every script that grants, finds or ends a lease shares (included, never copied).
 --
--- A lock key's value says who holds the lock, or whom it is kept for:
+-- One key per lock holds the lease and the lock's fencing record together:
+--   '<lease end ms> <state>\n<fence record>'
+-- The part before the newline is the lease: the server's time in ms at which it ends, and who holds
+-- the lock or whom it is kept for (its state, below). It is empty while nobody holds the lock, and
+-- a lease whose end has passed reads as no lease at all, as a key past its PX would: Redis no
+-- longer ends a lease by itself, every read compares its end with the server's clock (TIME). The
+-- key's own PX is the fencing record's retention, or the lease's end if that is later, so a
+-- released name keeps its record for the retention and then goes.
+--
+-- A lease's state says who holds the lock, or whom it is kept for:
 --   '<owner>'     held by that owner token
 --   '<owner>*'    held, and waiters have queued since: its release must hand it on
---   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the key's PX ends
+--   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the lease's end
 --   '~<waiter>*'  reserved, with more waiters queued behind
 --   '~<w1> <w2>…' reserved for several shared waiters a hand-off admitted together (lib/shared.lua)
 --   '^<limit>'    held by shared holds, listed beside it (lib/shared.lua): a semaphore of <limit>
---                 permits, or with limit 0 a read-write lock's shared holders; its PX is the
---                 latest hold's end. A mutex, a job lock or an exclusive hold of the name sees it
+--                 permits, or with limit 0 a read-write lock's shared holders; its end is the
+--                 latest hold's. A mutex, a job lock or an exclusive hold of the name sees it
 --                 as held by another owner; '^<limit>*' with waiters queued
 -- Owner tokens are base64url, so none of the marks can be part of one. The flag lets an
 -- uncontended release skip the queue altogether.
 --
--- The lock's fencing counter holds the latest grant: '<token> <taken-at> <instance>' (the fencing
--- token, the server's time of the grant in µs, the taker's instance label), and '|<owner>' is
+-- The fencing record holds the latest grant: '<token> <taken-at> <instance>' (the fencing token,
+-- the server's time of the grant in µs, the taker's instance label), written '<token>=<instance>'
+-- when the two numbers are equal (the common case: a token is the clock's µs), and '|<owner>' is
 -- appended once that owner released it (a release that grants the lock outright to the next waiter
 -- writes that waiter's grant and keeps its own mark after it). So a command re-sent after its reply
 -- was lost finds its own grant (or its own release), and an operator sees who holds a lock and
 -- since when.
+--
+-- A script reads a lock's key once and writes it once: the steps below change the key's record in
+-- memory, and `run_call` writes every changed record back when the script's body returns.
+
+local records, clock_us, clock_stamp = {}, nil, nil
 
 -- The server's clock in µs since the epoch, as a number and as its decimal string (built from
--- TIME's two parts: formatting a float that large costs more than the rest of a grant).
+-- TIME's two parts: formatting a float that large costs more than the rest of a grant). Read once
+-- per call: every step of one script sees the same time, as Redis's own expiry does.
 local function server_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
+  if clock_us == nil then
+    local t = redis.call('TIME')
+    clock_us, clock_stamp = tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
+  end
+  return clock_us, clock_stamp
+end
+
+local function clock_ms()
+  return math.floor(server_now() / 1000)
+end
+
+-- The record of lock key `k`, read on first use: {at = lease end ms (0 for none), state = the
+-- lease's state or false, fence = the fencing record or false, kept = the lease end the key's PX
+-- already covers, exists}. A value without a newline was written by a layout that kept the lease
+-- alone in the key, with Redis ending it: it is read as a lease that ends with the key's PX.
+local function record(k)
+  local r = records[k]
+  if r then
+    return r
+  end
+  r = {at = 0, state = false, fence = false, kept = 0, exists = false}
+  local raw = redis.call('GET', k)
+  if raw then
+    r.exists = true
+    local nl = string.find(raw, '\n', 1, true)
+    if nl == nil then
+      local left = redis.call('PTTL', k)
+      if left > 0 then
+        r.at, r.state = clock_ms() + left, raw
+      end
+    else
+      if nl > 1 then
+        local at, state = string.match(string.sub(raw, 1, nl - 1), '^(%d+) (.*)$')
+        r.at, r.state = tonumber(at), state
+      end
+      if nl < #raw then
+        r.fence = string.sub(raw, nl + 1)
+      end
+    end
+    r.kept = r.at
+  end
+  records[k] = r
+  return r
+end
+
+-- Whether record `r` holds a lease now (a lease lives through its last ms, as a key's PX does).
+local function live(r)
+  return r.state ~= false and r.at >= clock_ms()
+end
+
+-- The lease's state of lock key `k` (see above), or false when no lease is live: a GET of the lock.
+local function lock_get(k)
+  local r = record(k)
+  return live(r) and r.state
+end
+
+-- ms until the lease of `k` ends, -2 with none live: a PTTL of the lock.
+local function lock_pttl(k)
+  local r = record(k)
+  return live(r) and r.at - clock_ms() or -2
+end
+
+-- Set the lease of `k` to `state` for `ms` from now.
+local function lock_set(k, state, ms)
+  local r = record(k)
+  r.state, r.at, r.dirty = state, clock_ms() + tonumber(ms), true
+end
+
+-- Reset the end of a live lease of `k` to `ms` from now (false with none live): a PEXPIRE.
+local function lock_expire(k, ms)
+  local r = record(k)
+  if not live(r) then
+    return false
+  end
+  r.at, r.dirty = clock_ms() + tonumber(ms), true
+  return true
+end
+
+-- Flag the live lease of `k` (its state `value`): waiters queued since it was taken (an APPEND of '*').
+local function lock_flag(k, value)
+  local r = record(k)
+  r.state, r.dirty = value .. '*', true
+end
+
+-- End the lease of `k`; its fencing record stays: a DEL of the lock.
+local function lock_del(k)
+  local r = record(k)
+  if r.state ~= false then
+    r.state, r.at, r.dirty = false, 0, true
+  end
+end
+
+-- The fencing record of `k`, or false.
+local function fence_get(k)
+  return record(k).fence
+end
+
+-- Write the fencing record of `k`, kept `retention` ms from now (nil: its retention unchanged).
+local function fence_set(k, value, retention)
+  local r = record(k)
+  r.fence, r.dirty = value, true
+  if retention then
+    r.retention = tonumber(retention)
+  end
+end
+
+-- Write back what the steps changed: one SET per changed key (a DEL once nothing is left). The
+-- key's PX covers the record's retention and the lease's end; a write that ends no later than what
+-- the key covers already keeps its TTL.
+local function write_records()
+  local now = clock_ms()
+  for k, r in pairs(records) do
+    if r.dirty then
+      local lease = live(r)
+      if not lease and not r.fence then
+        if r.exists then
+          redis.call('DEL', k)
+        end
+      else
+        local value = (lease and string.format('%.0f', r.at) .. ' ' .. r.state or '') .. '\n' .. (r.fence or '')
+        local need = lease and r.at - now + 1 or 0
+        if r.retention then
+          redis.call('SET', k, value, 'PX', math.max(r.retention, need))
+        elseif r.exists and (not lease or r.at <= r.kept or redis.call('PTTL', k) >= need) then
+          redis.call('SET', k, value, 'KEEPTTL')
+        else
+          redis.call('SET', k, value, 'PX', math.max(need, 1))
+        end
+      end
+    end
+  end
+end
+
+-- Run a script's body (a function), write back the records it changed, and return its reply. Each
+-- call starts with nothing read and the clock unread.
+local function run_call(body)
+  records, clock_us, clock_stamp = {}, nil, nil
+  local reply = body()
+  write_records()
+  return reply
 end
 
 -- An integer as Redis should store it: Lua would write a large number with an exponent.
@@ -56,72 +210,75 @@ local function fence_of(counter)
   return tonumber(string.match(counter, '^%d+')) or 0
 end
 
--- The grant a fencing counter's value (or false) records: its token and its time in µs (0, 0 if none).
+-- The grant a fencing record (or false) records: its token and its time in µs (0, 0 if none).
 local function grant_of(counter)
-  return fence_of(counter), tonumber(string.match(counter or '', '^%d+ (%d+)')) or 0
+  local token = fence_of(counter)
+  if counter and string.byte(counter, #string.match(counter, '^%d*') + 1) == 61 then
+    return token, token
+  end
+  return token, tonumber(string.match(counter or '', '^%d+ (%d+)')) or 0
 end
 
--- Mark the grant on `fence` released by `owner`: '<grant>|<owner>', its TTL kept. A counter gone
--- already stays gone. Written whole rather than by APPEND, which would leave the string room to
--- grow that it never uses (about 80 B more per released name, kept for the retention).
-local function mark_released(fence, owner)
-  local counter = redis.call('GET', fence)
+-- A grant as a record keeps it: '<token>=<instance>' when taken at its token's µs, else
+-- '<token> <taken-at µs> <instance>'.
+local function grant_text(token, now_us, stamp, instance)
+  if token == now_us then
+    return stamp .. '=' .. instance
+  end
+  return int(token) .. ' ' .. stamp .. ' ' .. instance
+end
+
+-- Mark the grant recorded for `lock` released by `owner`: '<grant>|<owner>', its retention kept.
+-- A record gone already stays gone.
+local function mark_released(lock, owner)
+  local counter = fence_get(lock)
   if counter then
-    redis.call('SET', fence, counter .. '|' .. owner, 'KEEPTTL')
+    fence_set(lock, counter .. '|' .. owner)
   end
 end
 
--- Issue the next fencing token and record the grant in the counter (with its retention): one
--- above the counter's token, and never below the server's clock in µs (`now_us`, `stamp` as a
--- string) nor below `floor`. A counter lost to a failover, a restart without persistence or an
--- eviction therefore restarts above every token issued before, as long as the clock of the server
--- that issues it has not stepped back by more than the time the counter was missing. µs since the
--- epoch stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
+-- Issue the next fencing token of `lock` and record the grant (with its retention): one above the
+-- record's token, and never below the server's clock in µs (`now_us`, `stamp` as a string) nor
+-- below `floor`. A record lost to a failover, a restart without persistence or an eviction
+-- therefore restarts above every token issued before, as long as the clock of the server that
+-- issues it has not stepped back by more than the time the record was missing. µs since the epoch
+-- stay below 2^53 (exact in a Lua number and a JavaScript one) until the year 2255.
 -- `mark` ('' or nil for none) is written after the grant: '|<owner>' of a release that grants the
 -- lock outright in the same call (lib/hand-on.lua), so that release needs no write of its own.
-local function issue(fence, now_us, stamp, floor, instance, retention, mark)
+local function issue(lock, now_us, stamp, floor, instance, retention, mark)
   -- The token is the clock's value, or the floor when that is ahead (Redlock proposes one a little
-  -- ahead of every node's clock), unless the counter is ahead of both: write that guess and read
-  -- the counter in one call, and write again only in that rare case.
-  local guess, text = now_us, stamp
-  if floor > now_us then
-    guess, text = floor, int(floor)
-  end
-  local tail = ' ' .. stamp .. ' ' .. instance .. (mark or '')
-  local previous = redis.call('SET', fence, text .. tail, 'PX', retention, 'GET')
-  local token = fence_of(previous) + 1
-  if token <= guess then
-    return guess
-  end
-  redis.call('SET', fence, int(token) .. tail, 'PX', retention)
+  -- ahead of every node's clock), unless the record is ahead of both.
+  local token = math.max(fence_of(fence_get(lock)) + 1, now_us, floor)
+  fence_set(lock, grant_text(token, now_us, stamp, instance) .. (mark or ''), retention)
   return token
 end
 
 -- Take `lock` for `owner` with a lease of `ttl` ms if it is free or reserved for this owner, and
 -- issue the next fencing token (see issue; `floor`, `instance`, `retention` go to it). A reserved
 -- lock keeps its flag of the waiters behind. Idempotent per owner: a lock this owner holds already
--- is its grant, read back from the counter. Every script that grants a lease takes it here.
+-- is its grant, read back from the record. Every script that grants a lease takes it here.
 -- returns  token, taken_us, fresh: the grant and its time in µs; fresh says how it was taken, 'free'
 --          (nobody held or was kept it) or 'reserved' (a hand-off kept it for this owner), and is
 --          false for a grant found already this owner's (a re-sent command, or a direct grant)
---          nil, nil, nil, value: refused; value is the lock key's value (held, or reserved for another)
-local function take(lock, fence, owner, ttl, floor, instance, retention, now_us, stamp)
-  if redis.call('SET', lock, owner, 'NX', 'PX', ttl) then
-    return issue(fence, now_us, stamp, floor, instance, retention), now_us, 'free'
+--          nil, nil, nil, value: refused; value is the lease's state (held, or reserved for another)
+local function take(lock, owner, ttl, floor, instance, retention, now_us, stamp)
+  local value = lock_get(lock)
+  if not value then
+    lock_set(lock, owner, ttl)
+    return issue(lock, now_us, stamp, floor, instance, retention), now_us, 'free'
   end
-  local value = redis.call('GET', lock)
   local holder, flagged, reserved = read_lock(value)
   if holder == owner then
     -- A re-sent command, or a waiter granted the lock directly by a release (lib/hand-on.lua)
     -- that heard of it by this attempt: its caller counts the lease from this attempt, so it lasts
     -- `ttl` from now.
-    redis.call('PEXPIRE', lock, ttl)
-    local token, taken_us = grant_of(redis.call('GET', fence))
+    lock_expire(lock, ttl)
+    local token, taken_us = grant_of(fence_get(lock))
     return token, taken_us, false
   end
   if reserved ~= owner then
     return nil, nil, nil, value
   end
-  redis.call('SET', lock, flagged and owner .. '*' or owner, 'PX', ttl)
-  return issue(fence, now_us, stamp, floor, instance, retention), now_us, 'reserved'
+  lock_set(lock, flagged and owner .. '*' or owner, ttl)
+  return issue(lock, now_us, stamp, floor, instance, retention), now_us, 'reserved'
 end

@@ -1,16 +1,16 @@
 -- shared: the steps of holds on a lock that admits several holders at once (included after
 -- lib/lease.lua and lib/hand-on.lua): a semaphore's permits, or a read-write lock's shared holds.
 --
--- While shared holds hold it, the lock key's value is '^<limit>' ('*' appended once waiters
--- queued): <limit> permits, or 0 for a read-write lock's shared holders (no bound). The value is
+-- While shared holds hold it, the lease's state is '^<limit>' ('*' appended once waiters
+-- queued): <limit> permits, or 0 for a read-write lock's shared holders (no bound). The state is
 -- the kind: a request of another limit is told what the lock is held as, and changes nothing. The
--- key's PX is the latest hold's end, so it ends with the last lease, and a mutex, a job lock or an
+-- lease ends with the latest hold, and a mutex, a job lock or an
 -- exclusive hold (all of which take the lock key itself) is refused while it exists.
 -- Beside it:
 --   holds   sorted set: owner token -> the end of its lease, server ms; also the permits a
 --           hand-off reserved for waiters (-> the end of the reservation), and 0 for a hold
 --           released (so a re-sent release answers released, until the next acquisition)
---   grants  hash: owner token -> '<token> <taken-at µs> <instance>', for each hold (not for a
+--   grants  hash: owner token -> its grant, as a fencing record writes it (lib/lease.lua), for each hold (not for a
 --           reservation)
 -- Both expire with the lock key. Only while the lock key holds '^<limit>' do they mean anything:
 -- whoever takes the lock otherwise starts them afresh.
@@ -85,17 +85,17 @@ local function stretch(lock, holds, grants, now_ms)
     return false
   end
   local left = tonumber(last) - now_ms
-  redis.call('PEXPIRE', lock, left)
+  lock_expire(lock, left)
   redis.call('PEXPIRE', holds, left)
   redis.call('PEXPIRE', grants, left)
   return true
 end
 
--- Give `owner` a hold of `ttl` ms and the next fencing token (issue, lib/lease.lua).
-local function hold(holds, grants, fence, owner, ttl, now_us, stamp, instance, retention)
-  local token = issue(fence, now_us, stamp, 0, instance, retention)
+-- Give `owner` a hold of `ttl` ms on `lock` and the next fencing token (issue, lib/lease.lua).
+local function hold(lock, holds, grants, owner, ttl, now_us, stamp, instance, retention)
+  local token = issue(lock, now_us, stamp, 0, instance, retention)
   redis.call('ZADD', holds, int(math.floor(now_us / 1000) + ttl), owner)
-  redis.call('HSET', grants, owner, int(token) .. ' ' .. stamp .. ' ' .. instance)
+  redis.call('HSET', grants, owner, grant_text(token, now_us, stamp, instance))
   return token
 end
 
