@@ -77,7 +77,7 @@ describe('replicas on a master with no replica', () => {
       expect(error).toBeInstanceOf(NotReplicatedError);
       expect(error).toMatchObject({ code: ErrorCode.NOT_REPLICATED, confirmed: 0, wanted: 1 });
       // Given back: nothing is left held on the master.
-      expect(lockRecord(await server.command('GET', lockKeys(prefix, 'pay').lock)).state).toBeNull();
+      expect(lockRecord(await server.get(lockKeys(prefix, 'pay').lock)).state).toBeNull();
       const lenient = leasehold(client, { prefix, replicas: 1, replicaTimeout: 50, whenNotReplicated: 'keep' });
       const kept = await lenient.acquire('pay');
       expect(kept.replicas).toBe(0);

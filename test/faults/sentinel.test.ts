@@ -60,7 +60,7 @@ describe.each(clients)('Sentinel through %s', (_label, connect) => {
 
     const held = await locks.acquire('invoice', { ttl: 30_000 });
     const keys = lockKeys(prefix, 'invoice');
-    await waitFor(async () => lockRecord(await group.replica.command('GET', keys.lock)).state === held.owner, {
+    await waitFor(async () => lockRecord(await group.replica.get(keys.lock)).state === held.owner, {
       timeout: 5_000,
     });
 

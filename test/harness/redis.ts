@@ -40,6 +40,8 @@ export interface RedisServer extends ServerControls {
   restart(opts?: RestartOptions): Promise<void>;
   /** Runs `redis-cli -h 127.0.0.1 -p PORT ...args`; resolves trimmed stdout, rejects on an error reply. */
   command(...args: string[]): Promise<string>;
+  /** A string key's value as stored (a lock key's begins with a newline once released), null when missing. */
+  get(key: string): Promise<string | null>;
 }
 
 /**
@@ -141,6 +143,13 @@ class RedisProcess extends ServerProcess implements RedisServer {
       throw new Error(`redis-cli ${args.join(' ')} on port ${this.port} failed (exit ${result.code}): ${detail}`);
     }
     return result.stdout.trim();
+  }
+
+  async get(key: string): Promise<string | null> {
+    const result = await runRedisCli(['-h', HOST, '-p', String(this.port), '--raw', 'GET', key]);
+    if (result.code !== 0) throw new Error(`redis-cli GET ${key} on port ${this.port} failed (exit ${result.code})`);
+    const value = result.stdout.replace(/\n$/, '');
+    return value === '' ? null : value;
   }
 }
 

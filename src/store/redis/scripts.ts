@@ -74,6 +74,8 @@ export interface Script {
   readonly access: Access;
   /** The script's own text, includes left out (the library defines them once). */
   readonly body: string;
+  /** Its body runs inside lib/lease.lua's `run_call` (it reads and changes lock records). */
+  readonly records: boolean;
 }
 
 /** KEYS and ARGV of one call, in the order the script's header lists them. */
@@ -142,12 +144,10 @@ const LIBRARY: Readonly<Record<string, string>> = {
 const INCLUDE = /^-- include: (\S+)$/gm;
 
 /**
- * A script's body as Redis runs it: a script that includes lib/lease.lua reads and changes lock
- * records through it, and its body runs inside `run_call`, which writes back what it changed.
+ * Whether a script reads and changes lock records through lib/lease.lua: then its body runs inside
+ * `run_call`, which writes back what it changed.
  */
-function callBody(lua: string, body: string): string {
-  return lua.includes('-- include: lib/lease.lua') ? `return run_call(function()\n${body}\nend)` : body;
-}
+const usesRecords = (lua: string): boolean => lua.includes('-- include: lib/lease.lua');
 
 /** A script's source as EVAL runs it: each `-- include: lib/…` file in its place, then its body. */
 export function resolveIncludes(name: string, source: string): string {
@@ -156,7 +156,10 @@ export function resolveIncludes(name: string, source: string): string {
     if (lib === undefined) throw new Error(`${name}.lua includes ${path}, which is not in the Lua library`);
     return lib.trimEnd();
   });
-  return [...libs, callBody(source, source.replace(INCLUDE, '').trim())].join('\n');
+  const body = source.replace(INCLUDE, '').trim();
+  return [...libs, usesRecords(source) ? `return run_call(function(KEYS, ARGV)\n${body}\nend, KEYS, ARGV)` : body].join(
+    '\n',
+  );
 }
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
@@ -187,7 +190,8 @@ function declare<K, Request, Reply>(spec: Spec<K, Request, Reply>): Declared<Req
     source,
     sha: sha1(source),
     access: spec.access,
-    body: callBody(lua, lua.replace(INCLUDE, '').trim()),
+    body: lua.replace(INCLUDE, '').trim(),
+    records: usesRecords(lua),
     handsOn: spec.handsOn ?? false,
     input: (prefix, lock, request, publish, bound) => {
       const k = layout(prefix, lock);
@@ -598,8 +602,10 @@ const FLAGS: Readonly<Record<Access, string>> = {
 export const LIBRARY_SOURCE = [
   `#!lua name=${LIBRARY_NAME}`,
   ...Object.values(LIBRARY).map((lib) => lib.trimEnd()),
-  ...Object.values(SCRIPTS).map(
-    (s: Script) =>
-      `redis.register_function{function_name='${s.fn}', flags=${FLAGS[s.access]}, callback=function(KEYS, ARGV)\n${s.body}\nend}`,
-  ),
+  ...Object.values(SCRIPTS).map((s: Script) => {
+    const body = `function(KEYS, ARGV)\n${s.body}\nend`;
+    // A body that changes records is defined once, and each call runs it through run_call.
+    const callback = s.records ? `function(KEYS, ARGV) return run_call(${s.fn}, KEYS, ARGV) end` : body;
+    return `${s.records ? `local ${s.fn} = ${body}\n` : ''}redis.register_function{function_name='${s.fn}', flags=${FLAGS[s.access]}, callback=${callback}}`;
+  }),
 ].join('\n');

@@ -119,7 +119,7 @@ describe('fencing tokens survive a lost counter', () => {
     await warm.release();
     const plain = `${keys.lock}:plain`;
     expect(await plainIncr(client, plain)).toBe(1);
-    await waitFor(async () => lockRecord(await group.replica.command('GET', keys.lock)).state === null);
+    await waitFor(async () => lockRecord(await group.replica.get(keys.lock)).state === null);
     // Replication is cut (the replica frozen, its link closed by the master), a grant lands on
     // the master only, the master dies; then the replica wakes and is promoted without the grant.
     group.replica.pause();

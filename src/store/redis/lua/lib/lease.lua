@@ -33,7 +33,8 @@
 -- A script reads a lock's key once and writes it once: the steps below change the key's record in
 -- memory, and `run_call` writes every changed record back when the script's body returns.
 
-local records, clock_us, clock_stamp = {}, nil, nil
+-- Per call: the records read (by key), the keys changed in the order first changed, and the clock.
+local records, changed, clock_us, clock_stamp, clock_in_ms = {}, {}, nil, nil, nil
 
 -- The server's clock in µs since the epoch, as a number and as its decimal string (built from
 -- TIME's two parts: formatting a float that large costs more than the rest of a grant). Read once
@@ -42,46 +43,58 @@ local function server_now()
   if clock_us == nil then
     local t = redis.call('TIME')
     clock_us, clock_stamp = tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
+    clock_in_ms = math.floor(clock_us / 1000)
   end
   return clock_us, clock_stamp
 end
 
 local function clock_ms()
-  return math.floor(server_now() / 1000)
+  if clock_in_ms == nil then
+    server_now()
+  end
+  return clock_in_ms
 end
 
 -- The record of lock key `k`, read on first use: {at = lease end ms (0 for none), state = the
 -- lease's state or false, fence = the fencing record or false, kept = the lease end the key's PX
--- already covers, exists}. A value without a newline was written by a layout that kept the lease
--- alone in the key, with Redis ending it: it is read as a lease that ends with the key's PX.
+-- already covers, exists, retention = ms to keep the record from now when written anew, or false,
+-- dirty = changed in this call}.
+-- A value without a newline was written by a layout that kept the lease alone in the key, with
+-- Redis ending it: it is read as a lease that ends with the key's PX.
 local function record(k)
   local r = records[k]
   if r then
     return r
   end
-  r = {at = 0, state = false, fence = false, kept = 0, exists = false}
-  local raw = redis.call('GET', k)
-  if raw then
-    r.exists = true
-    local nl = string.find(raw, '\n', 1, true)
-    if nl == nil then
-      local left = redis.call('PTTL', k)
-      if left > 0 then
-        r.at, r.state = clock_ms() + left, raw
-      end
-    else
-      if nl > 1 then
-        local at, state = string.match(string.sub(raw, 1, nl - 1), '^(%d+) (.*)$')
-        r.at, r.state = tonumber(at), state
-      end
-      if nl < #raw then
-        r.fence = string.sub(raw, nl + 1)
-      end
-    end
-    r.kept = r.at
-  end
+  r = {at = 0, state = false, fence = false, kept = 0, exists = false, retention = false, dirty = false}
   records[k] = r
+  local raw = redis.call('GET', k)
+  if not raw then
+    return r
+  end
+  r.exists = true
+  local at, state, fence = string.match(raw, '^(%d*) ?([^\n]*)\n(.*)$')
+  if at == nil then
+    local left = redis.call('PTTL', k)
+    if left > 0 then
+      r.at, r.state = clock_ms() + left, raw
+    end
+  elseif at ~= '' then
+    r.at, r.state = tonumber(at), state
+  end
+  if fence ~= nil and fence ~= '' then
+    r.fence = fence
+  end
+  r.kept = r.at
   return r
+end
+
+-- Mark record `r` of key `k` to be written back.
+local function touch(k, r)
+  if not r.dirty then
+    r.dirty = true
+    changed[#changed + 1] = k
+  end
 end
 
 -- Whether record `r` holds a lease now (a lease lives through its last ms, as a key's PX does).
@@ -104,7 +117,8 @@ end
 -- Set the lease of `k` to `state` for `ms` from now.
 local function lock_set(k, state, ms)
   local r = record(k)
-  r.state, r.at, r.dirty = state, clock_ms() + tonumber(ms), true
+  r.state, r.at = state, clock_ms() + tonumber(ms)
+  touch(k, r)
 end
 
 -- Reset the end of a live lease of `k` to `ms` from now (false with none live): a PEXPIRE.
@@ -113,21 +127,24 @@ local function lock_expire(k, ms)
   if not live(r) then
     return false
   end
-  r.at, r.dirty = clock_ms() + tonumber(ms), true
+  r.at = clock_ms() + tonumber(ms)
+  touch(k, r)
   return true
 end
 
 -- Flag the live lease of `k` (its state `value`): waiters queued since it was taken (an APPEND of '*').
 local function lock_flag(k, value)
   local r = record(k)
-  r.state, r.dirty = value .. '*', true
+  r.state = value .. '*'
+  touch(k, r)
 end
 
 -- End the lease of `k`; its fencing record stays: a DEL of the lock.
 local function lock_del(k)
   local r = record(k)
   if r.state ~= false then
-    r.state, r.at, r.dirty = false, 0, true
+    r.state, r.at = false, 0
+    touch(k, r)
   end
 end
 
@@ -139,44 +156,49 @@ end
 -- Write the fencing record of `k`, kept `retention` ms from now (nil: its retention unchanged).
 local function fence_set(k, value, retention)
   local r = record(k)
-  r.fence, r.dirty = value, true
+  r.fence = value
   if retention then
     r.retention = tonumber(retention)
   end
+  touch(k, r)
 end
 
 -- Write back what the steps changed: one SET per changed key (a DEL once nothing is left). The
 -- key's PX covers the record's retention and the lease's end; a write that ends no later than what
 -- the key covers already keeps its TTL.
 local function write_records()
-  local now = clock_ms()
-  for k, r in pairs(records) do
-    if r.dirty then
-      local lease = live(r)
-      if not lease and not r.fence then
-        if r.exists then
-          redis.call('DEL', k)
-        end
+  for i = 1, #changed do
+    local k = changed[i]
+    local r = records[k]
+    if live(r) then
+      local now = clock_in_ms
+      -- '..' writes a ms count whole (it has 13 digits until the year 2286; Lua's '%.14g' keeps 14).
+      local value = r.at .. ' ' .. r.state .. '\n' .. (r.fence or '')
+      local need = r.at - now + 1
+      if r.retention then
+        redis.call('SET', k, value, 'PX', math.max(r.retention, need))
+      elseif r.exists and (r.at <= r.kept or redis.call('PTTL', k) >= need) then
+        redis.call('SET', k, value, 'KEEPTTL')
       else
-        local value = (lease and string.format('%.0f', r.at) .. ' ' .. r.state or '') .. '\n' .. (r.fence or '')
-        local need = lease and r.at - now + 1 or 0
-        if r.retention then
-          redis.call('SET', k, value, 'PX', math.max(r.retention, need))
-        elseif r.exists and (not lease or r.at <= r.kept or redis.call('PTTL', k) >= need) then
-          redis.call('SET', k, value, 'KEEPTTL')
-        else
-          redis.call('SET', k, value, 'PX', math.max(need, 1))
-        end
+        redis.call('SET', k, value, 'PX', need)
       end
+    elseif r.fence then
+      if r.retention then
+        redis.call('SET', k, '\n' .. r.fence, 'PX', r.retention)
+      else
+        redis.call('SET', k, '\n' .. r.fence, 'KEEPTTL')
+      end
+    elseif r.exists then
+      redis.call('DEL', k)
     end
   end
 end
 
--- Run a script's body (a function), write back the records it changed, and return its reply. Each
--- call starts with nothing read and the clock unread.
-local function run_call(body)
-  records, clock_us, clock_stamp = {}, nil, nil
-  local reply = body()
+-- Run a script's body, a function of (KEYS, ARGV), write back the records it changed, and return
+-- its reply. Each call starts with nothing read and the clock unread.
+local function run_call(body, keys, argv)
+  records, changed, clock_us, clock_stamp, clock_in_ms = {}, {}, nil, nil, nil
+  local reply = body(keys, argv)
   write_records()
   return reply
 end
