@@ -31,10 +31,16 @@
 -- since when.
 --
 -- A script reads a lock's key once and writes it once: the steps below change the key's record in
--- memory, and `run_call` writes every changed record back when the script's body returns.
+-- memory, and `run_call` writes it back when the script's body returns. Every script touches one
+-- lock key (KEYS[1]); a step on another key writes the one read before back first.
 
--- Per call: the records read (by key), the keys changed in the order first changed, and the clock.
-local records, changed, clock_us, clock_stamp, clock_in_ms = {}, {}, nil, nil, nil
+-- Per call: the record of the one lock key read (its fields in locals: no table per call), and
+-- the clock. at = the lease's end in ms (0 for none), state = the lease's state or false, fence =
+-- the fencing record or false, kept = the lease end the key's PX already covers, exists = the key
+-- was there, retention = ms to keep the record from now when written anew (false: as it is),
+-- dirty = changed in this call.
+local rec_key, rec_at, rec_state, rec_fence, rec_kept, rec_exists, rec_retention, rec_dirty
+local clock_us, clock_stamp, clock_in_ms
 
 -- The server's clock in µs since the epoch, as a number and as its decimal string (built from
 -- TIME's two parts: formatting a float that large costs more than the rest of a grant). Read once
@@ -55,151 +61,137 @@ local function clock_ms()
   return clock_in_ms
 end
 
--- The record of lock key `k`, read on first use: {at = lease end ms (0 for none), state = the
--- lease's state or false, fence = the fencing record or false, kept = the lease end the key's PX
--- already covers, exists, retention = ms to keep the record from now when written anew, or false,
--- dirty = changed in this call}.
--- A value without a newline was written by a layout that kept the lease alone in the key, with
--- Redis ending it: it is read as a lease that ends with the key's PX.
-local function record(k)
-  local r = records[k]
-  if r then
-    return r
+-- Whether the record holds a lease now (a lease lives through its last ms, as a key's PX does).
+local function live()
+  return rec_state ~= false and rec_at >= clock_ms()
+end
+
+-- Write the record back if it changed: one SET (a DEL once nothing is left). The key's PX covers
+-- the record's retention and the lease's end; a write that ends no later than what the key covers
+-- already keeps its TTL.
+local function write_record()
+  if not rec_dirty then
+    return
   end
-  r = {at = 0, state = false, fence = false, kept = 0, exists = false, retention = false, dirty = false}
-  records[k] = r
+  rec_dirty = false
+  local k = rec_key
+  if live() then
+    -- '..' writes a ms count whole (it has 13 digits until the year 2286; Lua's '%.14g' keeps 14).
+    local value = rec_at .. ' ' .. rec_state .. '\n' .. (rec_fence or '')
+    local need = rec_at - clock_in_ms + 1
+    if rec_retention then
+      redis.call('SET', k, value, 'PX', math.max(rec_retention, need))
+    elseif rec_exists and (rec_at <= rec_kept or redis.call('PTTL', k) >= need) then
+      redis.call('SET', k, value, 'KEEPTTL')
+    else
+      redis.call('SET', k, value, 'PX', need)
+    end
+  elseif rec_fence then
+    if rec_retention then
+      redis.call('SET', k, '\n' .. rec_fence, 'PX', rec_retention)
+    else
+      redis.call('SET', k, '\n' .. rec_fence, 'KEEPTTL')
+    end
+  elseif rec_exists then
+    redis.call('DEL', k)
+  end
+end
+
+-- Read lock key `k` into the record, unless it is there already. A value without a newline was
+-- written by a layout that kept the lease alone in the key, with Redis ending it: it is read as a
+-- lease that ends with the key's PX.
+local function record(k)
+  if rec_key == k then
+    return
+  end
+  write_record()
+  rec_key, rec_at, rec_state, rec_fence, rec_kept, rec_exists, rec_retention = k, 0, false, false, 0, false, false
   local raw = redis.call('GET', k)
   if not raw then
-    return r
+    return
   end
-  r.exists = true
-  local at, state, fence = string.match(raw, '^(%d*) ?([^\n]*)\n(.*)$')
-  if at == nil then
+  rec_exists = true
+  local nl = string.find(raw, '\n', 1, true)
+  if nl == nil then
     local left = redis.call('PTTL', k)
     if left > 0 then
-      r.at, r.state = clock_ms() + left, raw
+      rec_at, rec_state = clock_ms() + left, raw
     end
-  elseif at ~= '' then
-    r.at, r.state = tonumber(at), state
+  else
+    if nl > 1 then
+      local space = string.find(raw, ' ', 1, true)
+      rec_at, rec_state = tonumber(string.sub(raw, 1, space - 1)), string.sub(raw, space + 1, nl - 1)
+    end
+    if nl < #raw then
+      rec_fence = string.sub(raw, nl + 1)
+    end
   end
-  if fence ~= nil and fence ~= '' then
-    r.fence = fence
-  end
-  r.kept = r.at
-  return r
-end
-
--- Mark record `r` of key `k` to be written back.
-local function touch(k, r)
-  if not r.dirty then
-    r.dirty = true
-    changed[#changed + 1] = k
-  end
-end
-
--- Whether record `r` holds a lease now (a lease lives through its last ms, as a key's PX does).
-local function live(r)
-  return r.state ~= false and r.at >= clock_ms()
+  rec_kept = rec_at
 end
 
 -- The lease's state of lock key `k` (see above), or false when no lease is live: a GET of the lock.
 local function lock_get(k)
-  local r = record(k)
-  return live(r) and r.state
+  record(k)
+  return live() and rec_state
 end
 
 -- ms until the lease of `k` ends, -2 with none live: a PTTL of the lock.
 local function lock_pttl(k)
-  local r = record(k)
-  return live(r) and r.at - clock_ms() or -2
+  record(k)
+  return live() and rec_at - clock_ms() or -2
 end
 
 -- Set the lease of `k` to `state` for `ms` from now.
 local function lock_set(k, state, ms)
-  local r = record(k)
-  r.state, r.at = state, clock_ms() + tonumber(ms)
-  touch(k, r)
+  record(k)
+  rec_state, rec_at, rec_dirty = state, clock_ms() + tonumber(ms), true
 end
 
 -- Reset the end of a live lease of `k` to `ms` from now (false with none live): a PEXPIRE.
 local function lock_expire(k, ms)
-  local r = record(k)
-  if not live(r) then
+  record(k)
+  if not live() then
     return false
   end
-  r.at = clock_ms() + tonumber(ms)
-  touch(k, r)
+  rec_at, rec_dirty = clock_ms() + tonumber(ms), true
   return true
 end
 
 -- Flag the live lease of `k` (its state `value`): waiters queued since it was taken (an APPEND of '*').
 local function lock_flag(k, value)
-  local r = record(k)
-  r.state = value .. '*'
-  touch(k, r)
+  record(k)
+  rec_state, rec_dirty = value .. '*', true
 end
 
 -- End the lease of `k`; its fencing record stays: a DEL of the lock.
 local function lock_del(k)
-  local r = record(k)
-  if r.state ~= false then
-    r.state, r.at = false, 0
-    touch(k, r)
+  record(k)
+  if rec_state ~= false then
+    rec_state, rec_at, rec_dirty = false, 0, true
   end
 end
 
 -- The fencing record of `k`, or false.
 local function fence_get(k)
-  return record(k).fence
+  record(k)
+  return rec_fence
 end
 
 -- Write the fencing record of `k`, kept `retention` ms from now (nil: its retention unchanged).
 local function fence_set(k, value, retention)
-  local r = record(k)
-  r.fence = value
+  record(k)
+  rec_fence, rec_dirty = value, true
   if retention then
-    r.retention = tonumber(retention)
-  end
-  touch(k, r)
-end
-
--- Write back what the steps changed: one SET per changed key (a DEL once nothing is left). The
--- key's PX covers the record's retention and the lease's end; a write that ends no later than what
--- the key covers already keeps its TTL.
-local function write_records()
-  for i = 1, #changed do
-    local k = changed[i]
-    local r = records[k]
-    if live(r) then
-      local now = clock_in_ms
-      -- '..' writes a ms count whole (it has 13 digits until the year 2286; Lua's '%.14g' keeps 14).
-      local value = r.at .. ' ' .. r.state .. '\n' .. (r.fence or '')
-      local need = r.at - now + 1
-      if r.retention then
-        redis.call('SET', k, value, 'PX', math.max(r.retention, need))
-      elseif r.exists and (r.at <= r.kept or redis.call('PTTL', k) >= need) then
-        redis.call('SET', k, value, 'KEEPTTL')
-      else
-        redis.call('SET', k, value, 'PX', need)
-      end
-    elseif r.fence then
-      if r.retention then
-        redis.call('SET', k, '\n' .. r.fence, 'PX', r.retention)
-      else
-        redis.call('SET', k, '\n' .. r.fence, 'KEEPTTL')
-      end
-    elseif r.exists then
-      redis.call('DEL', k)
-    end
+    rec_retention = tonumber(retention)
   end
 end
 
--- Run a script's body, a function of (KEYS, ARGV), write back the records it changed, and return
+-- Run a script's body, a function of (KEYS, ARGV), write back the record it changed, and return
 -- its reply. Each call starts with nothing read and the clock unread.
 local function run_call(body, keys, argv)
-  records, changed, clock_us, clock_stamp, clock_in_ms = {}, {}, nil, nil, nil
+  rec_key, rec_dirty, clock_us, clock_stamp, clock_in_ms = nil, false, nil, nil, nil
   local reply = body(keys, argv)
-  write_records()
+  write_record()
   return reply
 end
 
