@@ -1,38 +1,12 @@
 -- lease: the steps every script that grants, finds or ends a lease shares (included, never copied).
---
--- One key per lock holds the lease and the lock's fencing record together:
---   '<lease end ms> <state>\n<fence record>'
--- The part before the newline is the lease: the server's time in ms at which it ends, and who holds
--- the lock or whom it is kept for (its state, below). It is empty while nobody holds the lock, and
--- a lease whose end has passed reads as no lease at all, as a key past its PX would: Redis no
--- longer ends a lease by itself, every read compares its end with the server's clock (TIME). The
--- key's own PX is the fencing record's retention, or the lease's end if that is later, so a
--- released name keeps its record for the retention and then goes.
---
--- A lease's state says who holds the lock, or whom it is kept for:
---   '<owner>'     held by that owner token
---   '<owner>*'    held, and waiters have queued since: its release must hand it on
---   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the lease's end
---   '~<waiter>*'  reserved, with more waiters queued behind
---   '~<w1> <w2>…' reserved for several shared waiters a hand-off admitted together (lib/shared.lua)
---   '^<limit>'    held by shared holds, listed beside it (lib/shared.lua): a semaphore of <limit>
---                 permits, or with limit 0 a read-write lock's shared holders; its end is the
---                 latest hold's. A mutex, a job lock or an exclusive hold of the name sees it
---                 as held by another owner; '^<limit>*' with waiters queued
--- Owner tokens are base64url, so none of the marks can be part of one. The flag lets an
--- uncontended release skip the queue altogether.
---
--- The fencing record holds the latest grant: '<token> <taken-at> <instance>' (the fencing token,
--- the server's time of the grant in µs, the taker's instance label), written '<token>=<instance>'
--- when the two numbers are equal (the common case: a token is the clock's µs), and '|<owner>' is
--- appended once that owner released it (a release that grants the lock outright to the next waiter
--- writes that waiter's grant and keeps its own mark after it). So a command re-sent after its reply
--- was lost finds its own grant (or its own release), and an operator sees who holds a lock and
--- since when.
---
--- A script reads a lock's key once and writes it once: the steps below change the key's record in
--- memory, and `run_call` writes it back when the script's body returns. Every script touches one
--- lock key (KEYS[1]); a step on another key writes the one read before back first.
+-- One key per lock holds the lease and the lock's fencing record: '<lease end ms> <state>\n<record>'
+-- (every form: docs/stored-formats.md). The lease is empty while nobody holds the lock, and one
+-- whose end has passed reads as none, as a key past its PX would: Redis no longer ends a lease by
+-- itself, every read compares its end with the server's clock (TIME). The key's PX is the record's
+-- retention, or the lease's end if later, so a released name keeps its record for the retention.
+-- A script reads the key once and writes it once: the steps below change the record in memory,
+-- and `run_call` writes it back when the script's body returns. Every script touches one lock key
+-- (KEYS[1]); a step on another key writes the one read before back first.
 
 -- Per call: the record of the one lock key read (its fields in locals: no table per call), and
 -- the clock. at = the lease's end in ms (0 for none), state = the lease's state or false, fence =
@@ -200,6 +174,15 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+-- A lease's state says who holds the lock, or whom it is kept for:
+--   '<owner>'     held by that owner token; '<owner>*' once waiters queued: its release hands it on
+--   '~<waiter>'   free, reserved for that waiter (a release handed it on) until the lease's end;
+--                 '~<w1> <w2>…' for several shared waiters a hand-off admitted together
+--   '^<limit>'    held by shared holds, listed beside it (lib/shared.lua): a semaphore of <limit>
+--                 permits, or with limit 0 a read-write lock's shared holders; its end is the
+--                 latest hold's, and a mutex, a job lock or an exclusive hold sees it as held
+-- '*' flags waiters on each form. Owner tokens are base64url, so no mark can be part of one.
+
 -- Read a lock value (or false: no key): the owner holding it (nil when free or reserved), whether
 -- waiters are flagged, and the waiter it is reserved for (nil unless reserved).
 local function read_lock(value)
@@ -216,7 +199,14 @@ local function read_lock(value)
   return value, flagged, nil
 end
 
--- The token a fencing counter's value (or false: none) records; 0 when there is none.
+-- The fencing record holds the latest grant: '<token> <taken-at µs> <instance>', or
+-- '<token>=<instance>' when taken at its token's µs (the usual case: a token is the clock's µs),
+-- then '|<owner>' once that owner released it (a release that grants the lock outright to the next
+-- waiter writes that waiter's grant and keeps its own mark after it). So a command re-sent after
+-- its reply was lost finds its own grant (or its own release), and an operator sees who holds a
+-- lock and since when.
+
+-- The token a fencing record (or false: none) holds; 0 when there is none.
 local function fence_of(counter)
   if counter == false then
     return 0
