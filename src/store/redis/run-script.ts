@@ -6,6 +6,18 @@ import { LIBRARY_SOURCE, type Script } from './scripts.js';
 const MISSING = /Function not found/i;
 /** The server cannot or may not run functions (before Redis 7, an ACL, a renamed command). */
 const REFUSED = /unknown command|NOPERM|not allowed|disabled/i;
+/**
+ * A reply about the server's state, not about functions: out of memory, a failing snapshot, a
+ * replica, a busy or loading server. It refuses this call only ("OOM command not allowed", "MISCONF
+ * … are disabled"); switching to EVAL for good would lose the functions' flags (allow-oom lets a
+ * release run at the memory limit).
+ */
+const STATE = /^(OOM|MISCONF|READONLY|BUSY|LOADING|MASTERDOWN|NOREPLICAS)\b/;
+
+const refused = (error: unknown): boolean => {
+  const text = message(error);
+  return REFUSED.test(text) && !STATE.test(text);
+};
 
 const message = (error: unknown) => (error instanceof Error ? error.message : '');
 
@@ -39,7 +51,7 @@ export class ScriptRunner {
           loaded ? this.#connection.fcall(script.fn, keys, args) : this.#eval(script, keys, args),
         );
       }
-      if (REFUSED.test(message(error))) {
+      if (refused(error)) {
         this.#functions = false;
         return this.#eval(script, keys, args);
       }
@@ -56,7 +68,7 @@ export class ScriptRunner {
         (error: unknown) => {
           // Refused for good (no FUNCTION command, an ACL): scripts go by EVALSHA from now on.
           // Anything else (OOM, a master away): this call goes by EVAL, the next tries again.
-          if (REFUSED.test(message(error))) this.#functions = false;
+          if (refused(error)) this.#functions = false;
           return false;
         },
       )

@@ -5,7 +5,8 @@ import { now } from '../../../src/core/clock.js';
 import type { Backend } from '../../../src/index.js';
 import { ErrorCode, Leasehold, LockError, StoreUnavailableError } from '../../../src/index.js';
 import { isReplyError } from '../../../src/store/redis/connection.js';
-import { freePort, type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
+import { lockKeys } from '../../../src/store/redis/keys.js';
+import { freePort, lockRecord, type RedisServer, randomPrefix, startRedis, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis } from './fixture.js';
 
 /**
@@ -128,6 +129,39 @@ describe.each(clients)('%s: an error reply from a live server is never "unavaila
       }),
     ).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR });
     expect(ran).toBe(false);
+  });
+
+  it('a lock held when memory fills is still extended and released (an OOM reply to a write never turns functions off)', async () => {
+    const server = await startRedis({ args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] });
+    defer(() => server.stop());
+    const admin = ioredis(server.port);
+    defer(() => admin.disconnect());
+    const { client, close } = await connect(server);
+    defer(close);
+    const prefix = randomPrefix();
+    const locks = new Leasehold(client, { prefix });
+    defer(() => locks.close());
+    const held = await locks.acquire('order:2', { ttl: 30_000, autoExtend: false });
+    // Filled until even a small write is refused: over the limit without any request's buffer.
+    for (const size of [64 * 1024, 1024, 16]) {
+      const filler = 'x'.repeat(size);
+      for (let i = 0; ; i++) {
+        const full = await admin.set(`fill:${size}:${i}`, filler).then(
+          () => false,
+          () => true,
+        );
+        if (full) break;
+      }
+    }
+    // At the limit: taking a lock is refused, while the calls that only end or move a lease run
+    // (their functions are flagged allow-oom), though each rewrites the lock's key.
+    await expect(locks.tryAcquire('order:3')).rejects.toMatchObject({ code: ErrorCode.STORE_ERROR });
+    await held.extend(60_000);
+    expect(held.expiresIn()).toBeGreaterThan(30_000);
+    expect(await held.release()).toBe(true);
+    // Released on the server: no lease left, the record marked by its owner.
+    const record = lockRecord(await admin.get(lockKeys(prefix, 'order:2').lock));
+    expect(record).toMatchObject({ state: null, fence: expect.stringContaining(`|${held.owner}`) });
   });
 });
 
