@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { decodeLockRecord, encodeLockValue } from '../../src/store/formats.js';
 
 /** A key prefix unique to one test: `t` followed by 8 random hex characters. */
 export function randomPrefix(): string {
@@ -54,12 +55,12 @@ export function lockRecord(
   now = Date.now(),
 ): { state: string | null; pttl: number; fence: string | null } {
   if (!value) return { state: null, pttl: -2, fence: null };
-  const newline = value.indexOf('\n');
-  if (newline < 0) return { state: value, pttl: -1, fence: null };
-  const lease = /^(\d+) (.*)$/s.exec(value.slice(0, newline));
-  const fence = value.slice(newline + 1) || null;
-  const end = lease ? Number(lease[1]) : 0;
-  return end >= now && lease ? { state: lease[2] ?? null, pttl: end - now, fence } : { state: null, pttl: -2, fence };
+  if (!value.includes('\n')) return { state: value, pttl: -1, fence: null };
+  const { lease } = decodeLockRecord(value);
+  const fence = value.slice(value.indexOf('\n') + 1) || null;
+  return lease && lease.end >= now
+    ? { state: encodeLockValue(lease.value), pttl: lease.end - now, fence }
+    : { state: null, pttl: -2, fence };
 }
 
 /** The fencing token a lock key's record holds (a whole lock value, or the record alone), or 0. */

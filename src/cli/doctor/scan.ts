@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { BadReply, decodeFence } from '../../store/formats.js';
+import { BadReply, decodeFence, decodeLockRecord } from '../../store/formats.js';
 import { count, type Finding } from './finding.js';
 
 /**
@@ -72,10 +72,12 @@ export function looksLikeFenceRecord(head: string): boolean {
 
 /** Whether the head of a lock key's value is a lease (or none) and a fence record with a grant, as an acquire writes it. */
 export function looksLikeLockRecord(head: string): boolean {
-  const newline = head.indexOf('\n');
-  if (newline < 0) return false;
-  const lease = head.slice(0, newline);
-  return (lease === '' || /^\d+ \S/.test(lease)) && looksLikeFenceRecord(head.slice(newline + 1));
+  try {
+    return decodeLockRecord(head).fence?.grant != null;
+  } catch (error) {
+    if (error instanceof BadReply) return false;
+    throw error;
+  }
 }
 
 /** What one key is, as far as the scan is concerned. */
