@@ -416,18 +416,28 @@ export function runContract(make: () => Promise<ContractBackend>): void {
       const a = await leasehold();
       const ttl = 300;
       // The README's pattern: the work waits on the lock's signal, which aborts when the lease runs out.
-      const pause = (signal: AbortSignal) => sleep(20 * ttl, undefined, { signal });
+      let ran = false;
+      const pause = (signal: AbortSignal) => {
+        ran = true;
+        return sleep(20 * ttl, undefined, { signal });
+      };
       const calls: Array<[string, () => Promise<unknown>]> = [
         ['withLock', () => a.withLock('lost-w', { ttl, autoExtend: false }, pause)],
         ['tryWithLock', () => a.tryWithLock('lost-t', { ttl, autoExtend: false }, pause)],
         ['withLocks', () => a.withLocks(['lost-a', 'lost-b'], { ttl, autoExtend: false }, pause)],
       ];
       for (const [what, call] of calls) {
+        ran = false;
         const error = await call().catch((e: unknown) => e);
         expect(error, what).toBeInstanceOf(LockLostError);
         expect((error as LockLostError).code, what).toBe(ErrorCode.LOCK_LOST);
         expect((error as LockLostError).reason, what).toBe('validity-elapsed');
-        expect(((error as LockLostError).cause as Error).name, what).toBe('AbortError');
+        // withLocks never hands out a set one of whose leases ran out while it took the next (a
+        // busy machine, a Cluster connecting to another master): then no work ran, and nothing
+        // failed for the error to carry.
+        if (ran || what !== 'withLocks')
+          expect(((error as LockLostError).cause as Error).name, what).toBe('AbortError');
+        else expect((error as LockLostError).cause, what).toBeUndefined();
       }
       // A work error while the lease is still held is the work's own, as before.
       const boom = new Error('work failed');
