@@ -14,12 +14,12 @@ const REFUSED = /unknown command|NOPERM|not allowed|disabled/i;
  */
 const STATE = /^(OOM|MISCONF|READONLY|BUSY|LOADING|MASTERDOWN|NOREPLICAS)\b/;
 
+const message = (error: unknown) => (error instanceof Error ? error.message : '');
+
 const refused = (error: unknown): boolean => {
   const text = message(error);
   return REFUSED.test(text) && !STATE.test(text);
 };
-
-const message = (error: unknown) => (error instanceof Error ? error.message : '');
 
 /**
  * Runs the scripts on one connection: as functions (FCALL) while the server has them, loading the

@@ -149,6 +149,9 @@ const INCLUDE = /^-- include: (\S+)$/gm;
  */
 const usesRecords = (lua: string): boolean => lua.includes('-- include: lib/lease.lua');
 
+/** A script's body as a Lua function of (KEYS, ARGV). */
+const bodyFunction = (body: string): string => `function(KEYS, ARGV)\n${body}\nend`;
+
 /** A script's source as EVAL runs it: each `-- include: lib/…` file in its place, then its body. */
 export function resolveIncludes(name: string, source: string): string {
   const libs = [...source.matchAll(INCLUDE)].map(([, path]) => {
@@ -157,9 +160,7 @@ export function resolveIncludes(name: string, source: string): string {
     return lib.trimEnd();
   });
   const body = source.replace(INCLUDE, '').trim();
-  return [...libs, usesRecords(source) ? `return run_call(function(KEYS, ARGV)\n${body}\nend, KEYS, ARGV)` : body].join(
-    '\n',
-  );
+  return [...libs, usesRecords(source) ? `return run_call(${bodyFunction(body)}, KEYS, ARGV)` : body].join('\n');
 }
 
 const sha1 = (text: string) => createHash('sha1').update(text).digest('hex');
@@ -603,7 +604,7 @@ export const LIBRARY_SOURCE = [
   `#!lua name=${LIBRARY_NAME}`,
   ...Object.values(LIBRARY).map((lib) => lib.trimEnd()),
   ...Object.values(SCRIPTS).map((s: Script) => {
-    const body = `function(KEYS, ARGV)\n${s.body}\nend`;
+    const body = bodyFunction(s.body);
     // A body that changes records is defined once, and each call runs it through run_call.
     const callback = s.records ? `function(KEYS, ARGV) return run_call(${s.fn}, KEYS, ARGV) end` : body;
     return `${s.records ? `local ${s.fn} = ${body}\n` : ''}redis.register_function{function_name='${s.fn}', flags=${FLAGS[s.access]}, callback=${callback}}`;

@@ -130,6 +130,6 @@ elseif value == false then
   wait = lock_pttl(lock)
 end
 if ARGV[4] ~= '0' then
-  enqueue(lock, value, waiters, alive, owner, now_us, tonumber(ARGV[7]), kind)
+  enqueue(lock, waiters, alive, owner, now_us, tonumber(ARGV[7]), kind)
 end
 return {0, wait}

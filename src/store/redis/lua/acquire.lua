@@ -54,6 +54,6 @@ if limit and limit > 0 then
   return {-1, limit}
 end
 if ARGV[4] ~= '0' then
-  enqueue(KEYS[1], value, KEYS[2], KEYS[3], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
+  enqueue(KEYS[1], KEYS[2], KEYS[3], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
 end
 return {0, lock_pttl(KEYS[1])}

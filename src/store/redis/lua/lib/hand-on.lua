@@ -242,12 +242,12 @@ local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, an
 end
 
 -- Queue `owner` (at the tail, unless it is queued already), renew its liveness deadline, and flag
--- the lock (its value `value`, or false for none) so its release hands it on. `kind` is '' for an
+-- the lock's lease, if one is live, so its release hands it on. `kind` is '' for an
 -- exclusive waiter, '=<ttl>:<retention>:<room> <instance>' for one that may be granted the lock
 -- outright, '^<limit>' for a shared one (see waiter_of). The queue keys expire when no waiter renews them.
 -- Scores are the server's time in µs, strictly increasing (one past the last waiter's when two
 -- arrive within one µs).
-local function enqueue(lock, value, waiters, alive, owner, now_us, lease, kind)
+local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
   if redis.call('ZSCORE', waiters, owner) == false then
     local score = now_us
     local last = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
@@ -263,9 +263,7 @@ local function enqueue(lock, value, waiters, alive, owner, now_us, lease, kind)
   redis.call('HSET', alive, owner, entry)
   redis.call('PEXPIRE', waiters, lease)
   redis.call('PEXPIRE', alive, lease)
-  if value and string.byte(value, -1) ~= 42 then
-    lock_flag(lock, value)
-  end
+  lock_flag(lock)
 end
 
 -- End `owner`'s lease on `lock` (whose value the caller read: `value`): mark the fencing counter

@@ -131,10 +131,13 @@ local function lock_expire(k, ms)
   return true
 end
 
--- Flag the live lease of `k` (its state `value`): waiters queued since it was taken (an APPEND of '*').
-local function lock_flag(k, value)
+-- Flag the live lease of `k`, unless it is flagged already: waiters queued since it was taken (an
+-- APPEND of '*'). No lease, no flag.
+local function lock_flag(k)
   record(k)
-  rec_state, rec_dirty = value .. '*', true
+  if live() and string.byte(rec_state, -1) ~= 42 then
+    rec_state, rec_dirty = rec_state .. '*', true
+  end
 end
 
 -- End the lease of `k`; its fencing record stays: a DEL of the lock.
