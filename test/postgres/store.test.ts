@@ -413,6 +413,72 @@ describe('PostgreSQL store', () => {
     });
   });
 
+  describe('a name quiet here (its last release here found nobody behind it)', () => {
+    /** A store on a client of its own, and the statements it sent, by name without the hash. */
+    async function counted(prefix: string): Promise<{ s: PostgresStore; sent: string[] }> {
+      const c = await testClient(db.server);
+      later(() => c.end());
+      const sent: string[] = [];
+      const query = c.query.bind(c) as (config: unknown) => Promise<unknown>;
+      (c as unknown as { query: (config: unknown) => Promise<unknown> }).query = (config) => {
+        const name = (config as { name?: string }).name;
+        if (name !== undefined) sent.push(name.replace(/^leasehold_|_[0-9a-f]{20}$/g, ''));
+        return query(config);
+      };
+      return { s: store({ prefix }, c), sent };
+    }
+
+    it('is taken and freed by its UPDATE alone; a name not quiet costs one statement per call all the same', async () => {
+      const { s, sent } = await counted(randomPrefix());
+      for (const owner of ['a', 'b', 'c']) {
+        expect(await s.acquire('q', { ...REQUEST, owner })).toMatchObject({ acquired: true });
+        expect(await s.release('q', owner)).toBe('released');
+      }
+      expect(sent).toEqual(['acquire', 'release', 'take', 'free', 'take', 'free']);
+      expect(await s.inspect('q')).toMatchObject({ owner: null, releasedBy: 'c' });
+    });
+
+    it('held by another: the UPDATE takes nothing, the attempt function refuses and queues; the release then hands on', async () => {
+      const prefix = randomPrefix();
+      const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
+      await here.acquire('q', { ...REQUEST, owner: 'a' });
+      await here.release('q', 'a');
+      expect(await there.acquire('q', { ...REQUEST, owner: 'b' })).toMatchObject({ acquired: true });
+      sent.length = 0;
+      const refused = await here.acquire('q', { ...REQUEST, owner: 'w', queue: 'join' });
+      expect(refused).toMatchObject({ acquired: false });
+      expect(refused.acquired === false && 'pttl' in refused && refused.pttl).toBeGreaterThan(0);
+      expect(sent).toEqual(['take', 'attempt']);
+      expect(await there.queued('q', 1)).toMatchObject({ count: 1, first: ['w'] });
+      expect(await there.release('q', 'b')).toBe('released');
+      expect(await there.acquire('q', { ...REQUEST, owner: 'barger' })).toMatchObject({ acquired: false });
+      expect(await here.acquire('q', { ...REQUEST, owner: 'w', queue: 'member' })).toMatchObject({ acquired: true });
+      // No longer quiet here: the next release is the one statement that may hand on.
+      sent.length = 0;
+      expect(await here.release('q', 'w')).toBe('released');
+      expect(sent).toEqual(['release']);
+    });
+
+    it('a waiter behind its holder: the UPDATE frees nothing, the release function hands on to the waiter', async () => {
+      const prefix = randomPrefix();
+      const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
+      await here.acquire('q', { ...REQUEST, owner: 'a' });
+      await here.release('q', 'a');
+      expect(await here.acquire('q', { ...REQUEST, owner: 'h' })).toMatchObject({ acquired: true });
+      expect(await there.acquire('q', { ...REQUEST, owner: 'w', queue: 'join' })).toMatchObject({ acquired: false });
+      sent.length = 0;
+      expect(await here.release('q', 'h')).toBe('released');
+      expect(sent).toEqual(['free', 'release_alone']);
+      expect(await here.inspect('q')).toMatchObject({ owner: null, releasedBy: 'h' });
+      expect(await here.queued('q', 1)).toMatchObject({ reserved: { owner: 'w' } });
+      expect(await here.acquire('q', { ...REQUEST, owner: 'barger' })).toMatchObject({ acquired: false });
+      // A re-sent release of the lease it handed on answers released, until the waiter takes the lock.
+      expect(await here.release('q', 'h')).toBe('released');
+      expect(await there.acquire('q', { ...REQUEST, owner: 'w', queue: 'member' })).toMatchObject({ acquired: true });
+      expect(await here.release('q', 'h')).toBe('not-owner');
+    });
+  });
+
   describe('failures', () => {
     it('nothing listening: acquire fails with StoreUnavailableError in bounded time', async () => {
       const dead = ownPool({ connectionString: `postgres://leasehold@127.0.0.1:${await freePort()}/leasehold` });

@@ -23,6 +23,12 @@ export type PgBackend = PgPoolBackend | PgClientBackend;
 /** One row as pg hands it over. */
 export type Row = Readonly<Record<string, unknown>>;
 
+/** A statement's result as pg hands it over: its rows, and how many rows it changed or returned. */
+export interface Result {
+  readonly rows: Row[];
+  readonly rowCount?: number | null;
+}
+
 /** A notification as pg delivers it on a client ('notification' event). */
 export interface PgNotification {
   readonly channel: string;
@@ -38,7 +44,7 @@ export interface QueryConfig {
 
 /** The members of pg's Client the store uses (the pool's clients are Clients too). */
 export interface PgClient {
-  query(config: QueryConfig): Promise<{ rows: Row[] }>;
+  query(config: QueryConfig): Promise<Result>;
   on(event: 'notification', listener: (message: PgNotification) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
@@ -49,7 +55,7 @@ export interface PgClient {
 
 /** The members of pg's Pool the store uses. */
 export interface PgPool {
-  query(config: QueryConfig): Promise<{ rows: Row[] }>;
+  query(config: QueryConfig): Promise<Result>;
   connect(): Promise<PgClient>;
   readonly options?: Readonly<Record<string, unknown>>;
   /** The Client class the pool makes its connections with (pg-pool). */
@@ -74,7 +80,7 @@ const TURNS = new WeakMap<object, Turns>();
  * the order sent: several stores sharing one caller's client, and a listener on it, never overlap
  * their statements. A client with nothing in flight is sent to at once.
  */
-export function inTurn(client: Pick<PgClient, 'query'>, config: QueryConfig): Promise<{ rows: Row[] }> {
+export function inTurn(client: Pick<PgClient, 'query'>, config: QueryConfig): Promise<Result> {
   let turns = TURNS.get(client);
   if (turns === undefined) {
     turns = { busy: 0, last: Promise.resolve() };
@@ -82,7 +88,7 @@ export function inTurn(client: Pick<PgClient, 'query'>, config: QueryConfig): Pr
   }
   const own = turns;
   const send = () => client.query(config);
-  let sent: Promise<{ rows: Row[] }>;
+  let sent: Promise<Result>;
   if (own.busy > 0) sent = own.last.then(send);
   else {
     try {

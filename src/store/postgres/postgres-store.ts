@@ -15,6 +15,7 @@ import {
   type PgClient,
   type PgPool,
   type QueryConfig,
+  type Result,
   type Row,
   storeError,
 } from './connection.js';
@@ -58,6 +59,12 @@ const MISSING_SCHEMA = new Set(['42P01', '42883']);
  */
 const NOT_PREPARED = new Set(['26000', '42P05']);
 
+/**
+ * The names a store remembers as quiet (their last release found nobody waiting). A name it has
+ * forgotten costs what it did before: one statement that tries the UPDATE, then the function.
+ */
+const QUIET_NAMES = 1024;
+
 /** The first characters of acquire's refusals: '-<ms left>' and '^<limit>'. */
 const MINUS = 0x2d;
 const CARET = 0x5e;
@@ -86,7 +93,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   readonly kind = 'postgres';
   readonly address: string;
   /** One statement on the pool, or on the client once its statements before have settled (inTurn). */
-  readonly #query: (config: QueryConfig) => Promise<{ rows: Row[] }>;
+  readonly #query: (config: QueryConfig) => Promise<Result>;
   readonly #settings: Port.StoreSettings;
   readonly #prefix: string;
   readonly #names: SchemaNames;
@@ -101,6 +108,11 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   #named: boolean;
   /** Each lock's channel, hashed once per name. */
   readonly #channels = new NameCache((name) => channelOf(this.#prefix, name));
+  /**
+   * Names whose last release here found nobody behind it (QUIET_NAMES at most): their next acquire
+   * and release try the lock's UPDATE alone, a cheaper statement, before the function.
+   */
+  readonly #quiet = new Set<string>();
   #lastError: unknown;
   #listener: Listener | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
@@ -165,7 +177,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   }
 
   /** Send one statement: named while named ones are kept. */
-  #send({ name, text }: Statement, values: readonly unknown[]): Promise<{ rows: Row[] }> {
+  #send({ name, text }: Statement, values: readonly unknown[]): Promise<Result> {
     return this.#query(name !== undefined && this.#named ? { name, text, values } : { text, values });
   }
 
@@ -177,15 +189,15 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     action: string,
     statement: Statement,
     values: readonly unknown[],
-    decode: (rows: Row[], reply: Reply) => T,
+    decode: (rows: Row[], reply: Reply, count: number) => T | Promise<T>,
   ): Promise<T> {
     const sent = this.#prepared
       ? this.#send(statement, values)
       : this.#prepare().then(() => this.#send(statement, values));
     return sent.then(
-      ({ rows }) => {
+      ({ rows, rowCount }) => {
         this.#lastError = undefined;
-        return decode(rows, new Reply(this.kind, action));
+        return decode(rows, new Reply(this.kind, action), rowCount ?? rows.length);
       },
       (error: unknown) => {
         if (statement.name !== undefined && NOT_PREPARED.has((error as { code?: unknown } | null)?.code as string)) {
@@ -198,11 +210,28 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     );
   }
 
+  /**
+   * A lock is taken by the UPDATE alone (take) when this store's last release of the name found
+   * nobody behind it; when that takes nothing, or for any other name, the attempt function decides
+   * (with acquire's UPDATE in front for a caller not queued already, as one statement).
+   */
   acquire(name: string, r: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
     const { instance, fenceRetention, waiterLease } = this.#settings;
-    const values = [name, r.owner, r.ttl, r.minFence ?? 0, queueCode(r.queue), instance, fenceRetention, waiterLease];
-    return this.#call('acquire', this.#sql.acquire, values, (rows, reply) => {
-      // '<token>', '-<ms left>' or '^<limit>' (the attempt function in schema.ts).
+    const minFence = r.minFence ?? 0;
+    const values = [name, r.owner, r.ttl, minFence, queueCode(r.queue), instance, fenceRetention, waiterLease];
+    if (r.queue === 'member') return this.#attempt(this.#sql.attempt, values);
+    if (!this.#quiet.has(name)) return this.#attempt(this.#sql.acquire, values);
+    const taken = [name, r.owner, r.ttl, minFence, instance, fenceRetention];
+    return this.#call('acquire', this.#sql.take, taken, (rows, reply) => {
+      if (rows.length > 0) return { acquired: true, fence: reply.int(reply.row(rows).reply, 'reply') };
+      this.#quiet.delete(name);
+      return this.#attempt(this.#sql.attempt, values);
+    });
+  }
+
+  /** The attempt function's reply: '<token>', '-<ms left>' or '^<limit>' (schema.ts). */
+  #attempt(statement: Statement, values: unknown[]): Promise<Port.AcquireReply | Port.HeldAsReply> {
+    return this.#call('acquire', statement, values, (rows, reply) => {
       const text = reply.text(reply.row(rows).reply, 'reply');
       const mark = text.charCodeAt(0);
       if (mark === MINUS) return { acquired: false, pttl: reply.int(text.slice(1), 'reply') };
@@ -221,11 +250,35 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     return [reservation, announce, this.#channelOf(name)];
   }
 
+  /**
+   * A lease is freed by the UPDATE alone (free) when this store's last release of the name found
+   * nobody behind it; when that frees nothing, the release function decides. Any other release
+   * is one statement that does both, and tells whether anyone was behind (then the name is kept
+   * off the quiet list until a release finds nobody again).
+   */
   release(name: string, owner: string): Promise<Port.ReleaseReply> {
     const values = [name, owner, ...this.#handOnArgs(name)];
-    return this.#call('release', this.#sql.release, values, (rows, reply) =>
-      reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
-    );
+    if (this.#settings.handOn.announce || !this.#quiet.has(name)) {
+      return this.#call('release', this.#sql.release, values, (rows, reply) => {
+        const text = reply.row(rows).reply;
+        if (text !== 'freed') return reply.oneOf(text, 'reply', RELEASE_REPLIES);
+        this.#quietNow(name);
+        return 'released';
+      });
+    }
+    return this.#call('release', this.#sql.free, [name, owner], (_rows, _reply, freed) => {
+      if (freed > 0) return 'released';
+      this.#quiet.delete(name);
+      return this.#call('release', this.#sql.releaseAlone, values, (rows, reply) =>
+        reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
+      );
+    });
+  }
+
+  /** Note that `name`'s release found nobody behind it; the oldest name noted goes when QUIET_NAMES are. */
+  #quietNow(name: string): void {
+    if (this.#quiet.size >= QUIET_NAMES) this.#quiet.delete(this.#quiet.values().next().value as string);
+    this.#quiet.add(name);
   }
 
   extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {

@@ -3,7 +3,7 @@ import { BadReply, decodeHolder, type LockValue } from '../formats.js';
 import type { HandOff, SharedHold, StoredOutcome, StoredRun } from '../port.js';
 import { badReply, type Row } from './connection.js';
 import type { SchemaNames } from './schema.js';
-import { freeAlone, grant } from './sql.js';
+import { freeAlone, type GrantArgs, grant } from './sql.js';
 
 /**
  * A statement the store sends. `name` is set on the statements of the lock and job calls: they are
@@ -23,7 +23,11 @@ export interface Statement {
 export interface Statements {
   readonly version: Statement;
   readonly acquire: Statement;
+  readonly take: Statement;
+  readonly attempt: Statement;
   readonly release: Statement;
+  readonly free: Statement;
+  readonly releaseAlone: Statement;
   readonly extend: Statement;
   readonly leave: Statement;
   readonly inspect: Statement;
@@ -53,45 +57,68 @@ const ahead = (until: string) =>
 /** The statements' clock: when the call's statement reached the server, one value throughout it. */
 const NOW = 'statement_timestamp()';
 
+/** `$1::text, $2::bigint, …`: a statement's parameters, cast to `types` in order. */
+function params<const T extends readonly string[]>(...types: T): { [K in keyof T]: string } {
+  return types.map((type, i) => `$${i + 1}::${type}`) as { [K in keyof T]: string };
+}
+
+/** The UPDATE that takes lock `name` when its lease is over, as the attempt function's first step does. */
+function takeUpdate(n: SchemaNames, name: string, a: GrantArgs): string {
+  return `UPDATE ${n.locks} SET ${grant(n.fenceLiteral, a, NOW, 'fence')}, flagged = false
+    WHERE name = ${name} AND expires_at <= ${NOW}`;
+}
+
 /**
  * acquire: a lease that is over, taken by a caller not queued already, in the statement itself
  * (one UPDATE, as the attempt function would take it, with no function call); any other case, or
  * nothing taken, is the attempt function's. Replies as attempt does.
  */
 function acquireText(n: SchemaNames): string {
-  const [name, owner, ttl, minFence, queue, instance, retention, waiterLease] = [
-    '$1::text',
-    '$2::text',
-    '$3::bigint',
-    '$4::bigint',
-    '$5::integer',
-    '$6::text',
-    '$7::bigint',
-    '$8::bigint',
-  ];
-  const take = grant(n.fenceLiteral, { owner, ttl, minFence, instance, retention }, NOW, 'fence');
-  return `WITH taken AS (UPDATE ${n.locks} SET ${take}, flagged = false
-    WHERE name = ${name} AND expires_at <= ${NOW} AND ${queue} <> 2 RETURNING fence)
-SELECT coalesce((SELECT fence::text FROM taken),
-  ${n.fn.attempt}(${[name, owner, ttl, minFence, queue, instance, retention, waiterLease].join(', ')})) AS reply`;
+  const args = params('text', 'text', 'bigint', 'bigint', 'integer', 'text', 'bigint', 'bigint');
+  const [name, owner, ttl, minFence, queue, instance, retention] = args;
+  const update = takeUpdate(n, name, { owner, ttl, minFence, instance, retention });
+  return `WITH taken AS (${update} AND ${queue} <> 2 RETURNING fence)
+SELECT coalesce((SELECT fence::text FROM taken), ${n.fn.attempt}(${args.join(', ')})) AS reply`;
+}
+
+/**
+ * take: acquire's UPDATE alone, for a name whose last release here found nobody behind it: one row
+ * ('<token>') when it took the lock, none otherwise (then the attempt function decides).
+ */
+function takeText(n: SchemaNames): string {
+  const [name, owner, ttl, minFence, instance, retention] = params(
+    'text',
+    'text',
+    'bigint',
+    'bigint',
+    'text',
+    'bigint',
+  );
+  const update = takeUpdate(n, name, { owner, ttl, minFence, instance, retention });
+  return `${update} RETURNING fence::text AS reply`;
 }
 
 /**
  * release: a lease the owner holds with nobody flagged behind it, freed in the statement itself
  * (one UPDATE, as the release function would free it) unless the store announces its releases;
- * any other case is the release function's. Replies as release does.
+ * any other case is the release function's. Replies as release does, but 'freed' when the UPDATE
+ * freed it: the store then knows nobody waited.
  */
 function releaseText(n: SchemaNames): string {
-  const [name, owner, reservation, announce, channel] = [
-    '$1::text',
-    '$2::text',
-    '$3::bigint',
-    '$4::boolean',
-    '$5::text',
-  ];
+  const args = params('text', 'text', 'bigint', 'boolean', 'text');
+  const [name, owner, , announce] = args;
   return `WITH freed AS (UPDATE ${n.locks} SET ${freeAlone(name, owner, NOW)} AND NOT ${announce} RETURNING 1)
-SELECT CASE WHEN EXISTS (SELECT FROM freed) THEN 'released'
-  ELSE ${n.fn.release}(${[name, owner, reservation, announce, channel].join(', ')}) END AS reply`;
+SELECT CASE WHEN EXISTS (SELECT FROM freed) THEN 'freed' ELSE ${n.fn.release}(${args.join(', ')}) END AS reply`;
+}
+
+/**
+ * free: release's UPDATE alone, for a name whose last release here found nobody behind it. It
+ * returns no row (a row costs the server and pg more than the count): its count says whether it
+ * freed the lock.
+ */
+function freeText(n: SchemaNames): string {
+  const [name, owner] = params('text', 'text');
+  return `UPDATE ${n.locks} SET ${freeAlone(name, owner, NOW)}`;
 }
 
 export function statements(n: SchemaNames): Statements {
@@ -100,7 +127,11 @@ export function statements(n: SchemaNames): Statements {
   return {
     version: { text: `SELECT obj_description(to_regclass($1), 'pg_class') AS version` },
     acquire: named('acquire', acquireText(n)),
+    take: named('take', takeText(n)),
+    attempt: named('attempt', `SELECT ${n.fn.attempt}(${args(8)}) AS reply`),
     release: named('release', releaseText(n)),
+    free: named('free', freeText(n)),
+    releaseAlone: named('release_alone', `SELECT ${n.fn.release}(${args(5)}) AS reply`),
     extend: named('extend', `SELECT ${n.fn.extend}(${args(3)}) AS reply`),
     leave: named('leave', `SELECT ${n.fn.leave}(${args(5)}) AS reply`),
     forceRelease: { text: `SELECT * FROM ${n.fn.forceRelease}(${args(4)})` },
