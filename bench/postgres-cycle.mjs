@@ -4,12 +4,14 @@
  *   npx tsup --silent && node bench/postgres-cycle.mjs [--rounds 5] [--duration 2000] [--pin cpu0|none] [--json FILE]
  *
  * Rows: `one write`, an INSERT … ON CONFLICT DO UPDATE of one row of a plain table, prepared, on a
- * pg.Client (the floor: one round trip, one committed write); leasehold's acquire + release of one
- * name on a pg.Pool and on a pg.Client. `LEASEHOLD_BASELINE=/path/to/dist/index.js` adds the same
- * two rows for that build. Each round runs every row, starting one row further on than the round
- * before, on fresh connections; the table gives the median over rounds. `cycle ÷ write` is the floor's rate over the row's, in
- * the same round: how many writes one cycle costs; `CPU ÷ write` the same by the CPU node and the
- * server spent per operation, which a busy machine disturbs less.
+ * pg.Client (the floor: one round trip, one committed write); `one write (pool)`, the same on a
+ * pg.Pool; leasehold's acquire + release of one name on a pg.Pool and on a pg.Client.
+ * `LEASEHOLD_BASELINE=/path/to/dist/index.js` adds the same two rows for that build. Each round
+ * runs every row, starting one row further on than the round before, on fresh connections; the
+ * table gives the median over rounds. `cycle ÷ write` is the floor's rate over the row's, in the
+ * same round: how many writes one cycle costs (the bar); `CPU ÷ write` the same by the CPU node
+ * and the server spent per operation, which a busy machine disturbs less; `÷ write, same backend`
+ * divides a pool's row by the write on a pool instead, leaving out what pg-pool costs a statement.
  *
  * It starts a PostgreSQL of its own (initdb in a temporary directory, a free loopback port, the test
  * harness's settings: fsync off; as root it runs as the user `leasehold-pg`), or uses
@@ -165,23 +167,26 @@ async function query(url, text) {
   }
 }
 
-/** The floor: one prepared upsert of one row, on a client of its own. */
-function oneWrite(url) {
-  let client;
+/**
+ * The floor: one prepared upsert of one row, on a client of its own; on a pool, the same write
+ * with pg-pool's checkout and return around it, which every statement on a pool pays.
+ */
+function oneWrite(url, kind = 'client') {
+  let backend;
   let i = 0;
   return {
-    name: 'one write',
+    name: kind === 'pool' ? 'one write (pool)' : 'one write',
     async setup() {
-      client = new pg.Client({ connectionString: url });
-      await client.connect();
+      backend = kind === 'pool' ? new pg.Pool({ connectionString: url }) : new pg.Client({ connectionString: url });
+      if (kind === 'client') await backend.connect();
     },
     op: () =>
-      client.query({
+      backend.query({
         name: 'bench_one_write',
         text: 'INSERT INTO bench_floor (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v',
         values: ['one', i++],
       }),
-    teardown: () => client.end(),
+    teardown: () => backend.end(),
   };
 }
 
@@ -272,6 +277,7 @@ async function main() {
 
     const rows = [
       () => oneWrite(url),
+      () => oneWrite(url, 'pool'),
       () => cycle('leasehold (pool)', Leasehold, url, 'pool', PREFIX),
       () => cycle('leasehold (client)', Leasehold, url, 'client', PREFIX),
       ...(Baseline
@@ -289,10 +295,12 @@ async function main() {
         inRound.set(row.name, await measure(row, server));
       }
       const floor = inRound.get('one write');
+      const poolFloor = inRound.get('one write (pool)');
       const cpu = (r) => (r.serverCpu === null ? null : r.nodeCpu + r.serverCpu);
       for (const [name, r] of inRound) {
         const cpuRatio = cpu(r) === null ? null : cpu(r) / cpu(floor);
-        results.set(name, [...(results.get(name) ?? []), { ...r, ratio: floor.rate / r.rate, cpuRatio }]);
+        const same = (name.includes('pool') ? poolFloor : floor).rate / r.rate;
+        results.set(name, [...(results.get(name) ?? []), { ...r, ratio: floor.rate / r.rate, cpuRatio, same }]);
       }
       console.error(`round ${round + 1}/${ROUNDS} done`);
     }
@@ -300,7 +308,7 @@ async function main() {
       [...results].map(([name, runs]) => [
         name,
         Object.fromEntries(
-          ['rate', 'p50', 'nodeCpu', 'serverCpu', 'ratio', 'cpuRatio'].map((field) => [
+          ['rate', 'p50', 'nodeCpu', 'serverCpu', 'ratio', 'cpuRatio', 'same'].map((field) => [
             field,
             median(runs.map((r) => r[field])),
           ]),
@@ -309,12 +317,14 @@ async function main() {
     );
     if (flags.json) writeFileSync(flags.json, JSON.stringify({ placement, rows: medians }));
     console.log(`PostgreSQL serial cycle, ${ROUNDS} rounds of ${DURATION_MS} ms; ${placement}`);
-    console.log('| row | ops/s | p50 µs | node CPU µs/op | server CPU µs/op | cycle ÷ write | CPU ÷ write |');
-    console.log('|---|---:|---:|---:|---:|---:|---:|');
+    console.log(
+      '| row | ops/s | p50 µs | node CPU µs/op | server CPU µs/op | cycle ÷ write | CPU ÷ write | ÷ write, same backend |',
+    );
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
     for (const name of results.keys()) {
       const m = (field) => medians[name][field];
       console.log(
-        `| ${name} | ${fmt(m('rate'))} | ${fmt(m('p50'))} | ${fmt(m('nodeCpu'))} | ${fmt(m('serverCpu'))} | ${fmt(m('ratio'), 2)} | ${fmt(m('cpuRatio'), 2)} |`,
+        `| ${name} | ${fmt(m('rate'))} | ${fmt(m('p50'))} | ${fmt(m('nodeCpu'))} | ${fmt(m('serverCpu'))} | ${fmt(m('ratio'), 2)} | ${fmt(m('cpuRatio'), 2)} | ${fmt(m('same'), 2)} |`,
       );
     }
   } finally {

@@ -8,6 +8,7 @@ const SCRIPT = fileURLToPath(new URL('../postgres-cycle.mjs', import.meta.url));
 /** postgres-cycle.mjs's rows, as this scenario names them. */
 const ROWS = {
   'one write': 'one write',
+  'one write (pg.Pool)': 'one write (pool)',
   'leasehold (pg.Client)': 'leasehold (client)',
   'leasehold (pg.Pool)': 'leasehold (pool)',
 };
@@ -51,7 +52,7 @@ export default {
   once: true,
   contestants: Object.keys(ROWS),
   timeLimitMs: (ctx) =>
-    Math.max(ctx.rounds, FULL.rounds) * 3 * (Math.max(ctx.duration, FULL.duration) + 1_000) + 120_000,
+    Math.max(ctx.rounds, FULL.rounds) * 4 * (Math.max(ctx.duration, FULL.duration) + 1_000) + 120_000,
   metrics: [
     { key: 'rate', label: 'ops/s', better: 'higher', digits: 0 },
     { key: 'p50', label: 'p50 µs', better: 'lower', digits: 0 },
@@ -59,6 +60,7 @@ export default {
     { key: 'serverCpu', label: 'server CPU µs/op', better: 'lower', digits: 1 },
     { key: 'ratio', label: 'op ÷ one write', better: 'lower', digits: 2 },
     { key: 'cpuRatio', label: 'CPU ÷ one write', better: 'lower', digits: 2 },
+    { key: 'same', label: '÷ write, same backend', better: 'lower', digits: 2 },
   ],
   async run(contestant, ctx) {
     ctx.postgresCycle ??= cycleRun(ctx);
