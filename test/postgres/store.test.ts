@@ -438,6 +438,21 @@ describe('PostgreSQL store', () => {
       expect(await s.inspect('q')).toMatchObject({ owner: null, releasedBy: 'c' });
     });
 
+    it('remembers 1,024 quiet names at most: the name it noted first is then sent as a name not quiet', async () => {
+      const { s, sent } = await counted(randomPrefix());
+      for (let i = 0; i <= 1_024; i++) {
+        await s.acquire(`n${i}`, { ...REQUEST, owner: 'o' });
+        await s.release(`n${i}`, 'o');
+      }
+      sent.length = 0;
+      // n0 is noted again, and n1, the oldest now, makes room for it; n2 is still remembered.
+      for (const name of ['n0', 'n2']) {
+        await s.acquire(name, { ...REQUEST, owner: 'o' });
+        await s.release(name, 'o');
+      }
+      expect(sent).toEqual(['acquire', 'release', 'take', 'free']);
+    });
+
     it('held by another: the UPDATE takes nothing, the attempt function refuses and queues; the release then hands on', async () => {
       const prefix = randomPrefix();
       const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
