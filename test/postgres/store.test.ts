@@ -428,6 +428,15 @@ describe('PostgreSQL store', () => {
       return { s: store({ prefix }, c), sent };
     }
 
+    /** Two stores on one prefix, lock q quiet in the first (`here`), whose statements are counted. */
+    async function quietHere(): Promise<{ here: PostgresStore; there: PostgresStore; sent: string[] }> {
+      const prefix = randomPrefix();
+      const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
+      await here.acquire('q', { ...REQUEST, owner: 'a' });
+      await here.release('q', 'a');
+      return { here, there, sent };
+    }
+
     it('is taken and freed by its UPDATE alone; a name not quiet costs one statement per call all the same', async () => {
       const { s, sent } = await counted(randomPrefix());
       for (const owner of ['a', 'b', 'c']) {
@@ -454,10 +463,7 @@ describe('PostgreSQL store', () => {
     });
 
     it('held by another: the UPDATE takes nothing, the attempt function refuses and queues; the release then hands on', async () => {
-      const prefix = randomPrefix();
-      const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
-      await here.acquire('q', { ...REQUEST, owner: 'a' });
-      await here.release('q', 'a');
+      const { here, there, sent } = await quietHere();
       expect(await there.acquire('q', { ...REQUEST, owner: 'b' })).toMatchObject({ acquired: true });
       sent.length = 0;
       const refused = await here.acquire('q', { ...REQUEST, owner: 'w', queue: 'join' });
@@ -475,10 +481,7 @@ describe('PostgreSQL store', () => {
     });
 
     it('a waiter behind its holder: the UPDATE frees nothing, the release function hands on to the waiter', async () => {
-      const prefix = randomPrefix();
-      const [{ s: here, sent }, { s: there }] = [await counted(prefix), await counted(prefix)];
-      await here.acquire('q', { ...REQUEST, owner: 'a' });
-      await here.release('q', 'a');
+      const { here, there, sent } = await quietHere();
       expect(await here.acquire('q', { ...REQUEST, owner: 'h' })).toMatchObject({ acquired: true });
       expect(await there.acquire('q', { ...REQUEST, owner: 'w', queue: 'join' })).toMatchObject({ acquired: false });
       sent.length = 0;
