@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
-import { it, describe as suite } from 'vitest';
+import { afterAll, beforeAll, it, describe as suite } from 'vitest';
 import { DEFAULTS } from '../../src/core/defaults.js';
 import {
   ErrorCode,
@@ -13,7 +13,8 @@ import {
 import type { HandOff, Store } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
 import { storeSettings } from '../../src/store/settings.js';
-import { randomPrefix } from '../harness/index.js';
+import { POSTGRES_SETTINGS, testPool } from '../contract/postgres.js';
+import { type PostgresServer, randomPrefix, startPostgres } from '../harness/index.js';
 import { leftBehind, TimerWatch } from '../harness/leaks.js';
 import { suiteRedis } from '../unit/primitives/redis-fixture.js';
 import { Actor, type Clock, currentActor, RealClock, VirtualClock } from './clock.js';
@@ -37,7 +38,7 @@ import { type Broken, type Entry, FaultyStore, type Inspectable, type Net, NORMA
  * A violation is recorded with the clock's time and fails the command that was running.
  *
  * Knobs for exploring (none is needed to run the tests): MODEL_RUNS sets the runs of each model's
- * main property, MODEL_SEED replays a seed, MODEL_STATS=1 prints what the runs came to,
+ * main property, MODEL_SEED replays a seed (MODEL_PATH with it, one counterexample), MODEL_STATS=1 prints what the runs came to,
  * MODEL_TRACE=1 prints each command as it runs, MODEL_SLOW=<ms> prints the runs that took longer.
  */
 
@@ -215,21 +216,23 @@ export const memory: Backend = {
   },
 };
 
-/** A real redis-server: one ioredis client per instance, a fresh prefix per run. */
-export function redis(server: () => { host: string; port: number }): Backend {
+/** A server's connection for one instance (a client or a pool), with the store on it. */
+interface Connected {
+  readonly store: Store;
+  end(): unknown;
+}
+
+/** A real server: a connection of its own per instance (`connect`), a fresh prefix per run. */
+function perInstance(connect: (prefix: string) => Connected): Backend {
   return {
     clock: () => new RealClock(),
     open: async () => {
       const prefix = randomPrefix();
-      const clients: Redis[] = [];
-      const stores: Store[] = [];
+      const opened: Connected[] = [];
       const make = () => {
-        const { host, port } = server();
-        const client = new Redis(port, host);
-        clients.push(client);
-        const { store } = resolveStore(client, { ...storeSettings({ prefix }), onError: () => {} });
-        stores.push(store);
-        return store;
+        const connected = connect(prefix);
+        opened.push(connected);
+        return connected.store;
       };
       const inspect = make() as Store & Inspectable;
       return {
@@ -237,12 +240,34 @@ export function redis(server: () => { host: string; port: number }): Backend {
         inspect,
         exactLog: false,
         close: async () => {
-          await Promise.all(stores.map((s) => s.close().catch(() => undefined)));
-          for (const client of clients) client.disconnect();
+          await Promise.all(opened.map((o) => o.store.close().catch(() => undefined)));
+          await Promise.all(opened.map(async (o) => o.end()));
         },
       };
     },
   };
+}
+
+const settingsOf = (prefix: string) => ({ ...storeSettings({ prefix }), onError: () => {} });
+
+/** A real redis-server: one ioredis client per instance. */
+export function redis(server: () => { host: string; port: number }): Backend {
+  return perInstance((prefix) => {
+    const { host, port } = server();
+    const client = new Redis(port, host);
+    return { store: resolveStore(client, settingsOf(prefix)).store, end: () => client.disconnect() };
+  });
+}
+
+/**
+ * A real PostgreSQL: a pg pool of its own per instance, so each store keeps its own quiet names
+ * (postgres-store.ts).
+ */
+export function postgres(server: () => PostgresServer): Backend {
+  return perInstance((prefix) => {
+    const pool = testPool(server(), { max: 2 });
+    return { store: resolveStore(pool, settingsOf(prefix)).store, end: () => pool.end().catch(() => undefined) };
+  });
 }
 
 export interface WorldOptions {
@@ -948,8 +973,13 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
 
 /** fast-check's parameters for `numRuns` runs: the error in the report, and MODEL_SEED if set (to replay a run). */
 export function params(numRuns: number): fc.Parameters<unknown> {
-  const seed = process.env.MODEL_SEED;
-  return { numRuns, includeErrorInReport: true, ...(seed === undefined ? {} : { seed: Number(seed) }) };
+  const { MODEL_SEED: seed, MODEL_PATH: path } = process.env;
+  return {
+    numRuns,
+    includeErrorInReport: true,
+    ...(seed === undefined ? {} : { seed: Number(seed) }),
+    ...(path === undefined ? {} : { path, endOnFailure: true }),
+  };
 }
 
 /**
@@ -1015,6 +1045,33 @@ export function onRedisInRealTime<M extends object>(spec: (real: RealTimeOverrid
       'ioredis, one client per instance',
       async () => {
         const real = spec({ backend: redis(() => server.server), timing: REAL, maxCommands: REAL_COMMANDS });
+        await fc.assert(modelProperty(real), time.params);
+        if (process.env.MODEL_STATS) console.info(takeStats());
+      },
+      time.limit,
+    );
+  });
+}
+
+/** The same property on a PostgreSQL of the file's own, in real time, a pg pool per instance. */
+export function onPostgresInRealTime<M extends object>(spec: (real: RealTimeOverrides) => ModelSpec<M>): void {
+  suite('PostgreSQL, real time', () => {
+    let server: PostgresServer | undefined;
+    beforeAll(async () => {
+      server = await startPostgres({ settings: POSTGRES_SETTINGS });
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+    const started = () => {
+      if (!server) throw new Error('the server starts in beforeAll');
+      return server;
+    };
+    const time = realTime();
+    it(
+      'a pg pool per instance',
+      async () => {
+        const real = spec({ backend: postgres(started), timing: REAL, maxCommands: REAL_COMMANDS });
         await fc.assert(modelProperty(real), time.params);
         if (process.env.MODEL_STATS) console.info(takeStats());
       },

@@ -6,6 +6,7 @@ import {
   type ModelSpec,
   memory,
   modelProperty,
+  onPostgresInRealTime,
   onRedisInRealTime,
   params,
   runCommands,
@@ -32,6 +33,9 @@ import { acquireCommand, type LockModel, lockCommands, LockModel as Model, relea
  * - once everyone closed and every lease ran out: nothing held, queued or reserved in the store.
  *
  * Negative control: a store whose release is a plain DEL (forceRelease, whoever holds the lock).
+ *
+ * The property runs on the memory store (virtual clock), then in real time on a redis-server and on
+ * PostgreSQL (each instance a pg pool of its own, so each store keeps its own quiet names).
  *
  * Found by the model, and fixed: a waiter slept on its last refusal's fallback (the lease it was
  * refused by) after the lock came free without a release, when the waiters ahead of it gave up;
@@ -111,4 +115,5 @@ describe('the mutex checked against a model', () => {
   });
 
   onRedisInRealTime((real) => spec(real));
+  onPostgresInRealTime((real) => spec(real));
 });
