@@ -33,7 +33,8 @@ function usable(until: number): boolean {
 /**
  * One server (a standalone Redis, a Sentinel's master, a Cluster, the memory store) running any
  * primitive: each step is one call, bounded by `commandTimeout`; a grant or an extension confirmed
- * too late to leave validity is given back; a grant that lands after we gave up is freed.
+ * too late to leave validity is given back; a grant that lands after we gave up is freed, and a
+ * refusal that lands then, having queued us, leaves the queue.
  */
 export class Single implements LockEngine {
   readonly store: Store;
@@ -72,13 +73,7 @@ export class Single implements LockEngine {
     try {
       reply = await this.#bounded(pending, 'acquire');
     } catch (error) {
-      // If the answer comes after we gave up, the lock is ours but nobody holds the handle: free it.
-      pending
-        .then(
-          (late) => (late.acquired ? this.#primitive.release(this.store, name, owner) : undefined),
-          () => undefined,
-        )
-        .catch(() => undefined);
+      pending.then((late) => this.#disown(name, owner, late.acquired, queue)).catch(() => undefined);
       throw error;
     }
     if (!reply.acquired) return { acquired: false, retryIn: reply.pttl };
@@ -105,6 +100,16 @@ export class Single implements LockEngine {
       return { acquired: false, retryIn: 0 };
     }
     return { acquired: true, fencingToken: reply.fence, validUntil: until, replicas };
+  }
+
+  /**
+   * An attempt's answer that came after we gave up is nobody's: a grant is freed, and a refusal
+   * that queued us leaves the queue (else the entry waits out waiterLease, and a release may
+   * reserve the lock for it).
+   */
+  async #disown(name: string, owner: string, acquired: boolean, queued: boolean): Promise<void> {
+    if (acquired) await this.#primitive.release(this.store, name, owner);
+    else if (queued) await this.#primitive.leave(this.store, name, owner);
   }
 
   /**

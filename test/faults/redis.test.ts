@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULTS } from '../../src/core/defaults.js';
 import { Leasehold, type LockLostError, StoreUnavailableError } from '../../src/index.js';
 import { lockKeys } from '../../src/store/index.js';
 import {
@@ -229,6 +230,29 @@ describe('faults', () => {
     await waitFor(async () => lockRecord(await client.get(key)).state === null, { timeout: 5_000 });
     // It did issue a token (the record is there), and nobody holds the lock it granted.
     expect(counterToken(await client.get(key))).toBeGreaterThan(0);
+  });
+
+  it('a refusal that comes after a waiting acquire gave up leaves the queue: no entry waits out waiterLease, no release reserves for it', async () => {
+    const prefix = randomPrefix();
+    const holder = await leasehold(prefix).acquire('queued-late', { ttl: 30_000 });
+    const { proxy, locks } = await throughProxy(prefix, 200);
+    // Each way 500 ms: the attempt lands (and queues) at 500, its refusal is back at 1,000, long
+    // after the 200 ms commandTimeout, and the entry stands until the leave lands at 1,500.
+    proxy.setLatency(500);
+    await expect(locks.acquire('queued-late', { wait: 10_000 })).rejects.toBeInstanceOf(StoreUnavailableError);
+    const waiters = lockKeys(prefix, 'queued-late').waiters;
+    await waitFor(async () => (await client.zcard(waiters)) === 1, {
+      timeout: 3_000,
+      message: 'the late attempt queued',
+    });
+    // Gone well inside waiterLease (its entry would otherwise stand that long).
+    await waitFor(async () => (await client.zcard(waiters)) === 0, {
+      timeout: DEFAULTS.waiterLease / 2,
+      message: 'the entry left',
+    });
+    // So the release reserves the lock for nobody: the next caller takes it at once.
+    expect(await holder.release()).toBe(true);
+    expect(await leasehold(prefix).tryAcquire('queued-late')).not.toBeNull();
   });
 
   it('a frozen redis-server: the holder’s signal aborts once its validity runs out, with no answer from Redis', async () => {
