@@ -55,9 +55,10 @@ async function bundle() {
 }
 
 /**
- * leasehold's acquire and release functions called straight on one ioredis client, with the keys
- * and arguments its Redis store sends, and nothing of the library around them: what the scripts'
- * work and interface cost. `prefix` keeps its keys apart; the library is loaded through a store.
+ * leasehold's acquire and free functions called straight on one ioredis client, with the keys and
+ * arguments its Redis store sends for a quiet name (one whose last release woke nobody, as every
+ * cycle of a bench loop's is), and nothing of the library around them: what the scripts' work and
+ * interface cost. `prefix` keeps its keys apart; the library is loaded through a store.
  */
 export async function rawFunctionsOn(client, prefix) {
   const L = await internals();
@@ -76,9 +77,10 @@ export async function rawFunctionsOn(client, prefix) {
       return { name, owner };
     },
     async release({ name, owner }) {
-      const r = L.SCRIPTS.release.input(prefix, name, owner, 'PUBLISH', bound);
+      // A name this loop released with nobody behind it is quiet: the store frees it by free.lua.
+      const r = L.SCRIPTS.free.input(prefix, name, owner, '', bound);
       // Released (1): a cycle that took and freed the lock, as every other row's does.
-      if ((await client.fcall(L.SCRIPTS.release.fn, r.keys.length, ...r.keys, ...r.args)) !== 1) {
+      if ((await client.fcall(L.SCRIPTS.free.fn, r.keys.length, ...r.keys, ...r.args)) !== 1) {
         throw new Error(`${name}: the raw release did not release`);
       }
     },

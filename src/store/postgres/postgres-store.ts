@@ -4,6 +4,7 @@ import { globMatcher } from '../memory/glob.js';
 import { NameCache } from '../name-cache.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
+import { QuietNames } from '../quiet-names.js';
 import { storeSettings } from '../settings.js';
 import {
   addressOf,
@@ -59,12 +60,6 @@ const MISSING_SCHEMA = new Set(['42P01', '42883']);
  */
 const NOT_PREPARED = new Set(['26000', '42P05']);
 
-/**
- * The names a store remembers as quiet (their last release found nobody waiting). A name it has
- * forgotten costs what it did before: one statement that tries the UPDATE, then the function.
- */
-const QUIET_NAMES = 1024;
-
 /** The first characters of acquire's refusals: '-<ms left>' and '^<limit>'. */
 const MINUS = 0x2d;
 const CARET = 0x5e;
@@ -108,11 +103,8 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
   #named: boolean;
   /** Each lock's channel, hashed once per name. */
   readonly #channels = new NameCache((name) => channelOf(this.#prefix, name));
-  /**
-   * Names whose last release here found nobody behind it (QUIET_NAMES at most): their next acquire
-   * and release try the lock's UPDATE alone, a cheaper statement, before the function.
-   */
-  readonly #quiet = new Set<string>();
+  /** Quiet names (store/quiet-names.ts): their acquire and release try the lock's UPDATE alone first. */
+  readonly #quiet = new QuietNames();
   #lastError: unknown;
   #listener: Listener | undefined;
   #hub: ChannelHub<Port.HandOff> | undefined;
@@ -224,7 +216,7 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
     const taken = [name, r.owner, r.ttl, minFence, instance, fenceRetention];
     return this.#call('acquire', this.#sql.take, taken, (rows, reply) => {
       if (rows.length > 0) return { acquired: true, fence: reply.int(reply.row(rows).reply, 'reply') };
-      this.#quiet.delete(name);
+      this.#quiet.forget(name);
       return this.#attempt(this.#sql.attempt, values);
     });
   }
@@ -262,23 +254,17 @@ export class PostgresStore implements Port.Store, Port.JobStore, Port.AdminStore
       return this.#call('release', this.#sql.release, values, (rows, reply) => {
         const text = reply.row(rows).reply;
         if (text !== 'freed') return reply.oneOf(text, 'reply', RELEASE_REPLIES);
-        this.#quietNow(name);
+        this.#quiet.note(name);
         return 'released';
       });
     }
     return this.#call('release', this.#sql.free, [name, owner], (_rows, _reply, freed) => {
       if (freed > 0) return 'released';
-      this.#quiet.delete(name);
+      this.#quiet.forget(name);
       return this.#call('release', this.#sql.releaseAlone, values, (rows, reply) =>
         reply.oneOf(reply.row(rows).reply, 'reply', RELEASE_REPLIES),
       );
     });
-  }
-
-  /** Note that `name`'s release found nobody behind it; the oldest name noted goes when QUIET_NAMES are. */
-  #quietNow(name: string): void {
-    if (this.#quiet.size >= QUIET_NAMES) this.#quiet.delete(this.#quiet.values().next().value as string);
-    this.#quiet.add(name);
   }
 
   extend(name: string, owner: string, ttl: number): Promise<Port.ExtendReply> {

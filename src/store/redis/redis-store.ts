@@ -4,6 +4,7 @@ import { newOwnerToken } from '../../core/owner.js';
 import { ChannelHub } from '../channel-hub.js';
 import type * as Port from '../port.js';
 import { STORE } from '../port.js';
+import { QuietNames } from '../quiet-names.js';
 import { storeSettings } from '../settings.js';
 import {
   describeError,
@@ -87,6 +88,8 @@ export class RedisStore
   readonly #room = newOwnerToken().slice(0, 12);
   /** Locks a release here granted outright to this instance's waiters, until each waiter's next call. */
   readonly #grants = new DirectGrants();
+  /** Quiet names (store/quiet-names.ts): taken with one key, freed by free.lua before release.lua. */
+  readonly #quiet = new QuietNames();
   /** The ARGV every call sends from the store's settings (instance, retention, hand-on, room). */
   readonly #bound: BoundArgs;
 
@@ -134,7 +137,7 @@ export class RedisStore
     script: ScriptCall<Request, Reply>,
     name: string,
     request: Request,
-    then?: (reply: Reply) => Out,
+    then?: (reply: Reply) => Out | Promise<Out>,
   ): Promise<Out> {
     // A client whose reconnections are being refused would only queue the call: say so at once.
     const down = this.#connection.down();
@@ -159,12 +162,27 @@ export class RedisStore
    * from the server instead (sent before the release's reply came) drops the one kept.
    */
   acquire(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
+    if (request.queue === 'join' && this.#quiet.has(name)) return this.#acquireQuiet(name, request);
     if (request.queue !== 'member') return this.#call(SCRIPTS.acquire, name, request);
     const kept = this.#grants.take(name, request.owner);
     if (kept !== undefined) return Promise.resolve({ acquired: true, fence: kept.fence, since: kept.since });
     return this.#call(SCRIPTS.acquire, name, request, (reply) => {
       if (reply.acquired) this.#grants.take(name, request.owner);
       return reply;
+    });
+  }
+
+  /**
+   * A quiet name (store/quiet-names.ts) is asked for as by a caller that does not queue: one key,
+   * no queue's arguments. Refused, it is asked for again as the caller asked, which queues it.
+   */
+  #acquireQuiet(name: string, request: Port.AcquireRequest): Promise<Port.AcquireReply | Port.HeldAsReply> {
+    const { owner, ttl, minFence } = request;
+    const alone: Port.AcquireRequest = minFence === undefined ? { owner, ttl } : { owner, ttl, minFence };
+    return this.#call(SCRIPTS.acquire, name, alone, (reply) => {
+      if (reply.acquired || 'heldAs' in reply) return reply;
+      this.#quiet.forget(name);
+      return this.#call(SCRIPTS.acquire, name, request);
     });
   }
 
@@ -182,8 +200,23 @@ export class RedisStore
     const sentAt = now();
     // A holder releasing has no use for a grant still kept for it (its own attempt took the lock).
     if (this.#grants.size > 0) this.#grants.take(name, owner);
+    if (this.#quiet.has(name) && this.#bound.announce === '0') {
+      return this.#call(SCRIPTS.free, name, owner, (freed) => {
+        if (freed) return 'released';
+        this.#quiet.forget(name);
+        return this.#release(name, owner, sentAt);
+      });
+    }
+    return this.#release(name, owner, sentAt);
+  }
+
+  /** The release script: it frees, hands on, or says why not; a release that woke nobody notes the name quiet. */
+  #release(name: string, owner: string, sentAt: number): Promise<Port.ReleaseReply> {
     return this.#call(SCRIPTS.release, name, owner, ({ outcome, told, granted }) => {
-      if (told.length === 0) return outcome;
+      if (told.length === 0) {
+        if (outcome === 'released') this.#quiet.note(name);
+        return outcome;
+      }
       const hub = this.#hub;
       const channel = lockKeys(this.#prefix, name).channel;
       let woke = false;
@@ -202,7 +235,7 @@ export class RedisStore
         }
       }
       return woke ? afterThisTurn(outcome) : outcome;
-    }) as Promise<Port.ReleaseReply>;
+    });
   }
 
   /** A waiter that leaves holding a grant kept here gives it back on the server (leave.lua). */

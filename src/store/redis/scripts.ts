@@ -27,6 +27,7 @@ import extendSharedSource from './lua/extend-shared.lua';
 import finishTickSource from './lua/finish-tick.lua';
 import forceReleaseSource from './lua/force-release.lua';
 import forgetJobSource from './lua/forget-job.lua';
+import freeSource from './lua/free.lua';
 import inspectSource from './lua/inspect.lua';
 import inspectSharedSource from './lua/inspect-shared.lua';
 import leaveSource from './lua/leave.lua';
@@ -311,6 +312,16 @@ const DECLARED = {
     args: (owner: string, k, publish, b) => [owner, ...handOnArgs(k, publish, b), b.directRoom],
     handsOn: true,
     reply: releaseCodes,
+  }),
+
+  free: declare({
+    name: 'free',
+    lua: freeSource,
+    access: 'free',
+    layout: lockKeys,
+    keys: (k) => [k.lock],
+    args: (owner: string) => [owner],
+    reply: byCode<boolean>({ 1: () => true, 0: () => false }),
   }),
 
   leave: declare({

@@ -103,6 +103,7 @@ const handOn: HandOn = { reservation: DEFAULTS.reservation, announce: false };
 const REQUESTS: Readonly<Record<string, unknown>> = {
   acquire: { owner: 'o', ttl: 1_000, queue: 'member' },
   release: 'o',
+  free: 'o',
   leave: 'o',
   extend: { owner: 'o', ttl: 1_000 },
   'raise-fence': 1,
@@ -240,6 +241,19 @@ describe('on a real redis-server', () => {
       expect(await store.release('a', 'A')).toBe('released');
       expect(await store.release('a', 'A')).toBe('released');
       expect(await store.release('never', 'A')).toBe('expired');
+      // free: a name whose release here woke nobody is freed by free.lua; with a waiter (queued
+      // through another store) flagged behind its lease, free.lua frees nothing and release.lua
+      // hands the lock on.
+      expect(await store.acquire('q', { owner: 'A', ...lease })).toMatchObject({ acquired: true });
+      expect(await store.release('q', 'A')).toBe('released');
+      expect(await store.acquire('q', { owner: 'A', ...lease })).toMatchObject({ acquired: true });
+      expect(await store.release('q', 'A')).toBe('released');
+      expect(await store.acquire('q', { owner: 'A', ...lease })).toMatchObject({ acquired: true });
+      const other = new RedisStore(connection, settings);
+      expect(await other.acquire('q', { owner: 'V', ...lease, queue: 'join' })).toMatchObject({ acquired: false });
+      expect(await store.release('q', 'A')).toBe('released');
+      expect((await store.queued('q', 5)).reserved?.owner).toBe('V');
+      await store.leave('q', 'V');
       // leave: the waiter the release handed the lock to passes it on; another only leaves the queue.
       expect((await store.queued('a', 5)).reserved?.owner).toBe('W');
       await store.leave('a', 'W');
