@@ -38,7 +38,7 @@ import { type Broken, type Entry, FaultyStore, type Inspectable, type Net, NORMA
  * A violation is recorded with the clock's time and fails the command that was running.
  *
  * Knobs for exploring (none is needed to run the tests): MODEL_RUNS sets the runs of each model's
- * main property, MODEL_SEED replays a seed (MODEL_PATH with it, one counterexample), MODEL_STATS=1 prints what the runs came to,
+ * main property, MODEL_SEED replays a seed, MODEL_STATS=1 prints what the runs came to,
  * MODEL_TRACE=1 prints each command as it runs, MODEL_SLOW=<ms> prints the runs that took longer.
  */
 
@@ -973,13 +973,8 @@ export async function runCommands<M extends object>(spec: ModelSpec<M>, cmds: It
 
 /** fast-check's parameters for `numRuns` runs: the error in the report, and MODEL_SEED if set (to replay a run). */
 export function params(numRuns: number): fc.Parameters<unknown> {
-  const { MODEL_SEED: seed, MODEL_PATH: path } = process.env;
-  return {
-    numRuns,
-    includeErrorInReport: true,
-    ...(seed === undefined ? {} : { seed: Number(seed) }),
-    ...(path === undefined ? {} : { path, endOnFailure: true }),
-  };
+  const seed = process.env.MODEL_SEED;
+  return { numRuns, includeErrorInReport: true, ...(seed === undefined ? {} : { seed: Number(seed) }) };
 }
 
 /**

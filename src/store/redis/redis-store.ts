@@ -187,14 +187,8 @@ export class RedisStore
   }
 
   /**
-   * The reply names the waiters the release woke: this instance's own are woken from it at once,
-   * rather than when the publication comes back on the subscriber connection (which is then its
-   * echo, and dropped). A waiter that queued through this store may have been granted the lock
-   * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
-   * leave did not reach the server), the grant is given back at once, so it costs the others no
-   * more than a reservation would. A release that woke a waiter here answers on the next turn of
-   * the event loop: the waiter's way to the lock (promise steps only) runs first, rather than
-   * interleaved with whatever the releasing caller does next.
+   * A quiet name is freed by free.lua (one key, the owner); whatever that cannot settle, and any
+   * other name, goes through release.lua (#release).
    */
   release(name: string, owner: string): Promise<Port.ReleaseReply> {
     const sentAt = now();
@@ -210,7 +204,17 @@ export class RedisStore
     return this.#release(name, owner, sentAt);
   }
 
-  /** The release script: it frees, hands on, or says why not; a release that woke nobody notes the name quiet. */
+  /**
+   * release.lua: it frees, hands on, or says why not; a release that woke nobody notes the name
+   * quiet. The reply names the waiters the release woke: this instance's own are woken from it at
+   * once, rather than when the publication comes back on the subscriber connection (which is then
+   * its echo, and dropped). A waiter that queued through this store may have been granted the lock
+   * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
+   * leave did not reach the server), the grant is given back at once, so it costs the others no
+   * more than a reservation would. A release that woke a waiter here answers on the next turn of
+   * the event loop: the waiter's way to the lock (promise steps only) runs first, rather than
+   * interleaved with whatever the releasing caller does next.
+   */
   #release(name: string, owner: string, sentAt: number): Promise<Port.ReleaseReply> {
     return this.#call(SCRIPTS.release, name, owner, ({ outcome, told, granted }) => {
       if (told.length === 0) {

@@ -4,9 +4,9 @@ import type { AcquireRequest } from '../../../src/store/port.js';
 import type { RedisConnection } from '../../../src/store/redis/connection.js';
 import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
-import { SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
 import { randomPrefix } from '../../harness/index.js';
+import { watchingScripts } from './script-calls.js';
 
 /**
  * A name whose last release through a Redis store woke nobody is quiet there
@@ -16,23 +16,10 @@ import { randomPrefix } from '../../harness/index.js';
  * lease is handed the lock.
  */
 
-/** The scripts a store ran, as '<script>/<keys sent>', by its function's name. */
+/** The scripts a store ran, as '<script>/<keys sent>'. */
 function recording(connection: RedisConnection): { connection: RedisConnection; sent: string[] } {
   const sent: string[] = [];
-  const names = new Map<string, string>();
-  for (const s of Object.values(SCRIPTS)) for (const id of [s.fn, s.sha, s.source]) names.set(id, s.name);
-  const wrapped = new Proxy(connection, {
-    get(target, prop) {
-      if (prop === 'fcall' || prop === 'evalsha' || prop === 'eval') {
-        return (id: string, keys: readonly string[], args: readonly (string | number)[]) => {
-          sent.push(`${names.get(id) ?? id}/${keys.length}`);
-          return target[prop](id, keys, args);
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
-  });
+  const wrapped = watchingScripts(connection, ({ name, keys }) => sent.push(`${name}/${keys.length}`));
   return { connection: wrapped, sent };
 }
 

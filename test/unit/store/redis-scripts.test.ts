@@ -11,6 +11,7 @@ import { boundArgs, SCRIPTS, type ScriptCall } from '../../../src/store/redis/sc
 import { storeSettings } from '../../../src/store/settings.js';
 import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
 import { randomPrefix, waitFor } from '../../harness/index.js';
+import { watchingScripts } from './script-calls.js';
 
 /**
  * Each Lua script's header is its contract: KEYS, ARGV and every return code. These tests hold the
@@ -196,27 +197,11 @@ describe('each script’s declaration matches its header', () => {
 /** The raw replies of every script run on a connection, by script name. */
 function recording(connection: RedisConnection): { connection: RedisConnection; replies: Map<string, unknown[]> } {
   const replies = new Map<string, unknown[]>();
-  const byId = new Map<string, string>();
-  for (const s of ALL) {
-    byId.set(s.fn, s.name);
-    byId.set(s.sha, s.name);
-    byId.set(s.source, s.name);
-  }
-  const record = (id: string, reply: Promise<unknown>) =>
-    reply.then((value) => {
-      const name = byId.get(id);
-      if (name !== undefined) replies.set(name, [...(replies.get(name) ?? []), value]);
-      return value;
-    });
-  const wrapped = new Proxy(connection, {
-    get(target, prop) {
-      if (prop === 'fcall' || prop === 'evalsha' || prop === 'eval') {
-        return (id: string, keys: readonly string[], args: readonly (string | number)[]) =>
-          record(id, target[prop](id, keys, args));
-      }
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
+  const wrapped = watchingScripts(connection, ({ name, reply }) => {
+    reply.then(
+      (value) => replies.set(name, [...(replies.get(name) ?? []), value]),
+      () => undefined,
+    );
   });
   return { connection: wrapped, replies };
 }
