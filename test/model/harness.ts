@@ -222,7 +222,10 @@ interface Connected {
   end(): unknown;
 }
 
-/** A real server: a connection of its own per instance (`connect`), a fresh prefix per run. */
+/**
+ * A real server: a connection of its own per instance (`connect`), a fresh prefix per run. The
+ * first store makes the prefix's schema, where a backend has one, before the run's time begins.
+ */
 function perInstance(connect: (prefix: string) => Connected): Backend {
   return {
     clock: () => new RealClock(),
@@ -235,6 +238,7 @@ function perInstance(connect: (prefix: string) => Connected): Backend {
         return connected.store;
       };
       const inspect = make() as Store & Inspectable;
+      await inspect.inspect('warm-up');
       return {
         inner: make,
         inspect,
