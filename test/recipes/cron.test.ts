@@ -76,14 +76,15 @@ describe('once-per-tick recipes', () => {
       const exit = results[i] as Exit;
       checkOncePerTick(recipe, [exit], 3);
       // In one process all three instances fire every tick: two refusals per tick that ran. The
-      // last tick may come as the instances stop (one after another), so it may have fewer.
+      // first and last ticks may come as the instances start or stop (one after another, slowly
+      // on a busy machine), so they may have fewer.
       const ticks = matches(exit.stdout, recipe.ran)
         .map(([tick]) => tick)
         .sort((a, b) => Date.parse(a ?? '') - Date.parse(b ?? ''));
       const skipped = matches(exit.stdout, recipe.skipped).map(([tick]) => tick);
       ticks.forEach((tick, t) => {
         const refusals = skipped.filter((s) => s === tick).length;
-        if (t === ticks.length - 1) expect(refusals, exit.stdout).toBeLessThanOrEqual(2);
+        if (t === 0 || t === ticks.length - 1) expect(refusals, exit.stdout).toBeLessThanOrEqual(2);
         else expect(refusals, `tick ${tick}:\n${exit.stdout}`).toBe(2);
       });
     });
