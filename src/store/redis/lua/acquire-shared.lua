@@ -51,8 +51,8 @@ local holder, flagged, reserved = read_lock(value)
 -- `handed_on`: a hand-off reserved the hold for this caller, and named the waiters behind it.
 local function granted(token, handed_on)
   if ARGV[4] == '2' then
-    redis.call('ZREM', waiters, owner)
-    redis.call('HDEL', alive, owner)
+    members(0, 'ZREM', waiters, owner)
+    members(0, 'HDEL', alive, owner)
     if handed_on then
       -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
       -- no later release names them.
@@ -68,8 +68,13 @@ local function granted(token, handed_on)
   return {1, token}
 end
 
-local function take(handed_on)
-  return granted(hold(lock, holds, grants, owner, ttl, now_us, stamp, ARGV[5], ARGV[6]), handed_on)
+-- `fresh` (or nil): the lock is taken afresh, keeping of the holds before only these owners'.
+local function take(handed_on, fresh)
+  local token = hold(lock, holds, grants, owner, ttl, now_us, stamp, ARGV[5], ARGV[6])
+  if fresh then
+    keep_only(holds, grants, fresh)
+  end
+  return granted(token, handed_on)
 end
 
 local wait = lock_pttl(lock)
@@ -81,9 +86,9 @@ if is_shared(holder) then
   if holder ~= kind then
     return {-1, tonumber(string.sub(holder, 2))}
   end
-  local score = tonumber(redis.call('ZSCORE', holds, owner) or '0')
+  local score = tonumber(members(false, 'ZSCORE', holds, owner) or '0')
   if score > now_ms then
-    local grant = redis.call('HGET', grants, owner)
+    local grant = members(false, 'HGET', grants, owner)
     if grant then
       return {1, fence_of(grant)}
     end
@@ -102,7 +107,7 @@ if is_shared(holder) then
     wait = challenge(alive, writer, entry, now_ms, tonumber(ARGV[10]), tonumber(ARGV[7]), ARGV[8], ARGV[9])
   elseif limit > 0 then
     -- The first hold to end frees a permit.
-    local first = redis.call('ZRANGE', holds, 0, 0, 'WITHSCORES')[2]
+    local first = members({}, 'ZRANGE', holds, 0, 0, 'WITHSCORES')[2]
     if first then
       wait = tonumber(first) - now_ms
     end
@@ -110,19 +115,19 @@ if is_shared(holder) then
 elseif holder == nil and reserved_for(reserved, owner) then
   -- The lock reserved for shared waiters, this one among them: theirs now, each of the others
   -- keeping its reservation until it comes.
-  redis.call('DEL', holds, grants)
   lock_set(lock, kind .. (flagged and '*' or ''), math.max(ttl, wait))
+  local fresh = {[owner] = true}
   for w in string.gmatch(reserved, '%S+') do
     if w ~= owner then
       redis.call('ZADD', holds, int(now_ms + wait), w)
+      fresh[w] = true
     end
   end
-  return take(true)
+  return take(true, fresh)
 elseif value == false then
   if not exclusive_ahead(waiters, alive, owner, now_ms) then
-    redis.call('DEL', holds, grants)
     lock_set(lock, kind, ttl)
-    return take(false)
+    return take(false, {[owner] = true})
   end
   -- Free, with an exclusive waiter ahead: it gets the lock, as from a release.
   hand_on(lock, waiters, alive, ARGV[8], ARGV[9], ARGV[10], ARGV[11])

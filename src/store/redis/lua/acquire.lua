@@ -36,9 +36,9 @@ if token then
     -- The queue is counted while its key exists, and the head read only if others are left: the
     -- key goes with its last entry, and in a slot being migrated Redis refuses a script's read of
     -- a key that is not there.
-    local queued = redis.call('ZCARD', KEYS[2])
-    local left = queued - redis.call('ZREM', KEYS[2], owner)
-    redis.call('HDEL', KEYS[3], owner)
+    local queued = members(0, 'ZCARD', KEYS[2])
+    local left = queued - members(0, 'ZREM', KEYS[2], owner)
+    members(0, 'HDEL', KEYS[3], owner)
     if left == 0 then
       return token
     end

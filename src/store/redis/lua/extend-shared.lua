@@ -13,8 +13,8 @@
 --          -1  not-owner: the hold is gone and another owner holds the lock exclusively
 local holder = read_lock(lock_get(KEYS[1]))
 local now_ms = math.floor(server_now() / 1000)
-local score = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[1]) or '0')
-if is_shared(holder) and score > now_ms and redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+local score = tonumber(members(false, 'ZSCORE', KEYS[2], ARGV[1]) or '0')
+if is_shared(holder) and score > now_ms and members(0, 'HEXISTS', KEYS[3], ARGV[1]) == 1 then
   redis.call('ZADD', KEYS[2], int(now_ms + tonumber(ARGV[2])), ARGV[1])
   stretch(KEYS[1], KEYS[2], KEYS[3], now_ms)
   return 1

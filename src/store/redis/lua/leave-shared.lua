@@ -20,8 +20,8 @@
 local owner = ARGV[1]
 local now_ms = math.floor(server_now() / 1000)
 local first = first_live(KEYS[2], KEYS[3], now_ms, false) == owner
-redis.call('ZREM', KEYS[2], owner)
-redis.call('HDEL', KEYS[3], owner)
+members(0, 'ZREM', KEYS[2], owner)
+members(0, 'HDEL', KEYS[3], owner)
 local value = lock_get(KEYS[1])
 local holder, flagged, reserved = read_lock(value)
 if holder == nil and reserved_for(reserved, owner) then
@@ -39,9 +39,9 @@ if holder == nil and reserved_for(reserved, owner) then
   end
   return 1
 end
-local score = tonumber(redis.call('ZSCORE', KEYS[4], owner) or '0')
-if is_shared(holder) and score > now_ms and redis.call('HEXISTS', KEYS[5], owner) == 0 then
-  redis.call('ZREM', KEYS[4], owner)
+local score = tonumber(members(false, 'ZSCORE', KEYS[4], owner) or '0')
+if is_shared(holder) and score > now_ms and members(0, 'HEXISTS', KEYS[5], owner) == 0 then
+  members(0, 'ZREM', KEYS[4], owner)
   free_up(KEYS[1], holder, flagged, KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   return 1
 end

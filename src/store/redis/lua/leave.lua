@@ -15,8 +15,8 @@
 --          0   it only left the queue
 local now_ms = math.floor(server_now() / 1000)
 local first = first_live(KEYS[2], KEYS[3], now_ms, false) == ARGV[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
+members(0, 'ZREM', KEYS[2], ARGV[1])
+members(0, 'HDEL', KEYS[3], ARGV[1])
 local value = lock_get(KEYS[1])
 local holder, _, reserved = read_lock(value)
 if holder == ARGV[1] then

@@ -20,8 +20,8 @@
 --          -1  not-owner: the hold is gone and another owner holds the lock exclusively
 local holder, flagged = read_lock(lock_get(KEYS[1]))
 local now_ms = math.floor(server_now() / 1000)
-local score = redis.call('ZSCORE', KEYS[4], ARGV[1])
-if is_shared(holder) and score and tonumber(score) > now_ms and redis.call('HEXISTS', KEYS[5], ARGV[1]) == 1 then
+local score = members(false, 'ZSCORE', KEYS[4], ARGV[1])
+if is_shared(holder) and score and tonumber(score) > now_ms and members(0, 'HEXISTS', KEYS[5], ARGV[1]) == 1 then
   redis.call('ZADD', KEYS[4], 0, ARGV[1])
   free_up(KEYS[1], holder, flagged, KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
   return 1

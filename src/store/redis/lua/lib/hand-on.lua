@@ -9,6 +9,22 @@
 -- its own room may grant the lock to outright (see hand_on: what that grant needs), and
 -- '<deadline ms> ^<limit>' for a waiter of a shared hold of that kind (lib/shared.lua).
 
+-- A read or a removal on a key of members (the queue and its liveness hash; lib/shared.lua's holds
+-- and grants). Redis deletes such a key with its last member, and in a slot being migrated it
+-- refuses a script's command on a key that is not there ("non local key"), though every key the
+-- script declared was there when it began: on a key this call emptied, the command answers
+-- `none`, as it would on a settled slot. A write that creates a key is never sent through here.
+local function members(none, ...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'non local key', 1, true) then
+      return none
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- A liveness entry (or false): the waiter's deadline in ms and its kind ('' for exclusive); for an
 -- exclusive waiter that may be granted outright, its ttl and fencing counter retention in ms, its
 -- room and its instance label.
@@ -31,22 +47,22 @@ local function first_live(waiters, alive, now_ms, pop)
   for _ = 1, 16 do
     local head
     if pop then
-      head = redis.call('ZPOPMIN', waiters)[1]
+      head = members({}, 'ZPOPMIN', waiters)[1]
     else
-      head = redis.call('ZRANGE', waiters, 0, 0)[1]
+      head = members({}, 'ZRANGE', waiters, 0, 0)[1]
     end
     if head == nil then
       return '', ''
     end
-    local deadline, kind, ttl, retention, room, instance = waiter_of(redis.call('HGET', alive, head))
+    local deadline, kind, ttl, retention, room, instance = waiter_of(members(false, 'HGET', alive, head))
     if deadline >= now_ms then
       if pop then
-        redis.call('HDEL', alive, head)
+        members(0, 'HDEL', alive, head)
       end
       return head, kind, ttl, retention, room, instance
     end
-    redis.call('ZREM', waiters, head)
-    redis.call('HDEL', alive, head)
+    members(0, 'ZREM', waiters, head)
+    members(0, 'HDEL', alive, head)
   end
   return '', ''
 end
@@ -73,7 +89,7 @@ local function summon(alive, next, now_ms, ms)
   local i = 0
   for w in string.gmatch(next, '%S+') do
     i = i + 1
-    local entry = redis.call('HGET', alive, w)
+    local entry = members(false, 'HGET', alive, w)
     local by = now_ms + (i + 1) * ms
     if entry and waiter_of(entry) > by then
       redis.call('HSET', alive, w, int(by) .. string.match(entry, '^%d+(.*)$'))
@@ -87,11 +103,11 @@ end
 local function following(waiters, alive, now_ms)
   local heads, entries
   for _ = 1, 2 do
-    heads = redis.call('ZRANGE', waiters, 0, 4)
+    heads = members({}, 'ZRANGE', waiters, 0, 4)
     if #heads == 0 then
       return ''
     end
-    entries = redis.call('HMGET', alive, unpack(heads))
+    entries = members({}, 'HMGET', alive, unpack(heads))
     if waiter_of(entries[1]) >= now_ms then
       break
     end
@@ -147,8 +163,8 @@ local function nudge(waiters, alive, now_ms, publish, channel)
     return
   end
   local limit = tonumber(string.sub(kind, 2))
-  for _, w in ipairs(redis.call('ZRANGE', waiters, 1, (limit == 0 and MAX_ADMITTED or limit) - 1)) do
-    local deadline, of = waiter_of(redis.call('HGET', alive, w))
+  for _, w in ipairs(members({}, 'ZRANGE', waiters, 1, (limit == 0 and MAX_ADMITTED or limit) - 1)) do
+    local deadline, of = waiter_of(members(false, 'HGET', alive, w))
     if deadline >= now_ms then
       if of ~= kind then
         return
@@ -190,7 +206,7 @@ end
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, mark)
   local woken, next = {}, ''
   local now_us, stamp, now_ms, ttl, retention, from, instance
-  if redis.call('EXISTS', waiters) == 1 then
+  if members(0, 'EXISTS', waiters) == 1 then
     now_us, stamp = server_now()
     now_ms = math.floor(now_us / 1000)
     local head, kind
@@ -248,9 +264,9 @@ end
 -- Scores are the server's time in µs, strictly increasing (one past the last waiter's when two
 -- arrive within one µs).
 local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
-  if redis.call('ZSCORE', waiters, owner) == false then
+  if members(false, 'ZSCORE', waiters, owner) == false then
     local score = now_us
-    local last = redis.call('ZRANGE', waiters, -1, -1, 'WITHSCORES')
+    local last = members({}, 'ZRANGE', waiters, -1, -1, 'WITHSCORES')
     if last[2] and tonumber(last[2]) >= score then
       score = tonumber(last[2]) + 1
     end
@@ -261,8 +277,8 @@ local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
     entry = entry .. ' ' .. kind
   end
   redis.call('HSET', alive, owner, entry)
-  redis.call('PEXPIRE', waiters, lease)
-  redis.call('PEXPIRE', alive, lease)
+  members(0, 'PEXPIRE', waiters, lease)
+  members(0, 'PEXPIRE', alive, lease)
   lock_flag(lock)
 end
 

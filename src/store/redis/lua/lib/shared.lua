@@ -22,16 +22,16 @@ end
 
 -- Drop the holds and reservations whose time is up, and the released marks.
 local function prune(holds, grants, now_ms)
-  local gone = redis.call('ZRANGEBYSCORE', holds, '-inf', now_ms)
+  local gone = members({}, 'ZRANGEBYSCORE', holds, '-inf', now_ms)
   if #gone > 0 then
-    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now_ms)
-    redis.call('HDEL', grants, unpack(gone))
+    members(0, 'ZREMRANGEBYSCORE', holds, '-inf', now_ms)
+    members(0, 'HDEL', grants, unpack(gone))
   end
 end
 
 -- Live holds and reservations: the permits in use. Expired ones are not counted (reclaimed).
 local function in_use(holds, now_ms)
-  return redis.call('ZCOUNT', holds, '(' .. now_ms, '+inf')
+  return members(0, 'ZCOUNT', holds, '(' .. now_ms, '+inf')
 end
 
 -- Whether a live waiter of the lock itself (an exclusive one) is queued ahead of `owner`, or at
@@ -40,16 +40,16 @@ end
 -- than that, with `owner` not among them, counts as one (true). When one is found, returns its
 -- owner token and liveness entry instead.
 local function exclusive_ahead(waiters, alive, owner, now_ms)
-  local first = redis.call('ZRANGE', waiters, 0, 15)
+  local first = members({}, 'ZRANGE', waiters, 0, 15)
   for _, w in ipairs(first) do
     if w == owner then
       return false
     end
-    local entry = redis.call('HGET', alive, w)
+    local entry = members(false, 'HGET', alive, w)
     local deadline, kind = waiter_of(entry)
     if deadline < now_ms then
-      redis.call('ZREM', waiters, w)
-      redis.call('HDEL', alive, w)
+      members(0, 'ZREM', waiters, w)
+      members(0, 'HDEL', alive, w)
     elseif kind == '' then
       return w, entry
     end
@@ -80,14 +80,14 @@ end
 
 -- Stretch the lock key and its holds to the latest live hold's end; false when none is live.
 local function stretch(lock, holds, grants, now_ms)
-  local last = redis.call('ZRANGE', holds, -1, -1, 'WITHSCORES')[2]
+  local last = members({}, 'ZRANGE', holds, -1, -1, 'WITHSCORES')[2]
   if last == nil or tonumber(last) <= now_ms then
     return false
   end
   local left = tonumber(last) - now_ms
   lock_expire(lock, left)
-  redis.call('PEXPIRE', holds, left)
-  redis.call('PEXPIRE', grants, left)
+  members(0, 'PEXPIRE', holds, left)
+  members(0, 'PEXPIRE', grants, left)
   return true
 end
 
@@ -97,6 +97,25 @@ local function hold(lock, holds, grants, owner, ttl, now_us, stamp, instance, re
   redis.call('ZADD', holds, int(math.floor(now_us / 1000) + ttl), owner)
   redis.call('HSET', grants, owner, grant_text(token, now_us, stamp, instance))
   return token
+end
+
+-- Drop every hold and grant of `lock` but those of `fresh` (a set of owner tokens, written
+-- already): a lock taken afresh keeps nothing of the holds before it. Neither key is emptied and
+-- then written again in one call, which a slot being migrated refuses (members, lib/hand-on.lua).
+local function keep_only(holds, grants, fresh)
+  local function drop(key, listed, remove)
+    local stale = {}
+    for _, w in ipairs(listed) do
+      if not fresh[w] then
+        stale[#stale + 1] = w
+      end
+    end
+    for i = 1, #stale, 256 do
+      redis.call(remove, key, unpack(stale, i, math.min(i + 255, #stale)))
+    end
+  end
+  drop(holds, redis.call('ZRANGE', holds, 0, -1), 'ZREM')
+  drop(grants, redis.call('HKEYS', grants), 'HDEL')
 end
 
 -- After a hold ended (released, or a reserved permit given up) on a lock of kind `kind` whose value

@@ -1,0 +1,154 @@
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Leasehold } from '../../../src/index.js';
+import { lockKeys } from '../../../src/store/redis/keys.js';
+import { type RedisCluster, type RedisServer, randomPrefix, slotOf, startCluster } from '../../harness/index.js';
+import { deferrals } from './fixture.js';
+
+/**
+ * A slot in the middle of a migration, its keys still on the source: Redis deletes a queue's key
+ * with its last member, and then refuses a script's read of it on the source ("non local key"),
+ * though every key the script declared was there when it began. Each call below empties a queue's
+ * key and then reads it, as a live migration can catch it (test/faults/cluster-ha.test.ts found
+ * one such path); each must still answer as it does on a settled slot. The slot is left MIGRATING
+ * (and IMPORTING on the target) while the calls run, and made stable again after each test.
+ */
+describe('a slot being migrated: calls that empty a queue read it as gone', () => {
+  let cluster: RedisCluster;
+  const defer = deferrals();
+  beforeAll(async () => {
+    cluster = await startCluster({ masters: 3 });
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  /**
+   * Put the slot of `name`'s keys into migration, nothing moved yet. The function returned ends
+   * it: every key still on the source moves to the target, which then serves the slot (as a
+   * live migration goes on). A call refused meanwhile with TRYAGAIN (its keys split between the
+   * nodes) is sent again by the client, up to 16 times 100 ms apart: the finish must come within
+   * that, and it takes a few ms.
+   */
+  async function migrating(prefix: string, name: string): Promise<() => Promise<void>> {
+    const slot = slotOf(lockKeys(prefix, name).lock);
+    const from = await cluster.masterOfSlot(slot);
+    const to = cluster.masters.find((m) => m !== from) as RedisServer;
+    const [fromId, toId] = await Promise.all([cluster.nodeId(from), cluster.nodeId(to)]);
+    await to.command('CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId);
+    await from.command('CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', toId);
+    return async () => {
+      const listed = await from.command('CLUSTER', 'GETKEYSINSLOT', String(slot), '1000');
+      if (listed !== '') {
+        await from.command('MIGRATE', to.host, String(to.port), '', '0', '5000', 'KEYS', ...listed.split('\n'));
+      }
+      for (const master of [to, from, ...cluster.masters.filter((m) => m !== to && m !== from)]) {
+        await master.command('CLUSTER', 'SETSLOT', String(slot), 'NODE', toId);
+      }
+    };
+  }
+
+  /** What the test's instances reported as `backendError` while open (a failed leave among them). */
+  let backendErrors: string[] = [];
+  beforeEach(() => {
+    backendErrors = [];
+  });
+
+  function instance(prefix: string): Leasehold {
+    const client = new Cluster(cluster.startupNodes);
+    const locks = new Leasehold(client, { prefix });
+    let open = true;
+    locks.on('backendError', ({ error, operation }) => {
+      if (open) backendErrors.push(`${operation}: ${error}`);
+    });
+    defer(async () => {
+      open = false;
+      await locks.close();
+      client.disconnect();
+    });
+    return locks;
+  }
+
+  /** Until `name`'s queue holds `n` waiters. */
+  async function queued(prefix: string, name: string, n: number): Promise<void> {
+    const admin = new Cluster(cluster.startupNodes);
+    defer(() => admin.disconnect());
+    const deadline = Date.now() + 5_000;
+    while ((await admin.zcard(lockKeys(prefix, name).waiters)) !== n) {
+      if (Date.now() > deadline) throw new Error(`${name}: ${n} waiters never queued`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  it.each([
+    ['hands the lock to the last waiter, of another instance (a reservation)', 'm1', false],
+    ['grants the lock outright to the last waiter, of its own instance', 'm2', true],
+  ])('a release %s', async (_label, name, sameInstance) => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = sameInstance ? a : instance(prefix);
+    const held = await a.acquire(name, { ttl: 10_000 });
+    const waiting = b.acquire(name, { ttl: 10_000, wait: 10_000 });
+    await queued(prefix, name, 1);
+    const finish = await migrating(prefix, name);
+    expect(await held.release()).toBe(true);
+    await finish();
+    const next = await waiting;
+    expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(await next.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
+
+  it('the last waiter, first in line, leaves', async () => {
+    const prefix = randomPrefix();
+    const [a, b] = [instance(prefix), instance(prefix)];
+    const held = await a.acquire('m3', { ttl: 10_000 });
+    const gaveUp = new AbortController();
+    const waiting = b.acquire('m3', { ttl: 10_000, wait: 10_000, signal: gaveUp.signal });
+    await queued(prefix, 'm3', 1);
+    const finish = await migrating(prefix, 'm3');
+    gaveUp.abort(new Error('gave up'));
+    await expect(waiting).rejects.toThrow('gave up');
+    await queued(prefix, 'm3', 0);
+    // Its leave ran on the source (a backendError would say otherwise).
+    await finish();
+    expect(await held.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
+
+  it('a semaphore: a permit given back goes to the last waiter', async () => {
+    const prefix = randomPrefix();
+    const [a, b] = [instance(prefix), instance(prefix)];
+    const one = await a.acquire('m4', { ttl: 10_000, limit: 2 });
+    const two = await a.acquire('m4', { ttl: 10_000, limit: 2 });
+    const waiting = b.acquire('m4', { ttl: 10_000, wait: 10_000, limit: 2 });
+    await queued(prefix, 'm4', 1);
+    const finish = await migrating(prefix, 'm4');
+    expect(await one.release()).toBe(true);
+    await finish();
+    const three = await waiting;
+    expect(await two.release()).toBe(true);
+    expect(await three.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
+
+  it('a semaphore taken afresh by the waiter its last permit was handed to', async () => {
+    const prefix = randomPrefix();
+    const [a, b, c] = [instance(prefix), instance(prefix), instance(prefix)];
+    const held = await a.acquire('m5', { ttl: 10_000, limit: 1 });
+    const first = b.acquire('m5', { ttl: 10_000, wait: 10_000, limit: 1 });
+    await queued(prefix, 'm5', 1);
+    const second = c.acquire('m5', { ttl: 10_000, wait: 10_000, limit: 1 });
+    await queued(prefix, 'm5', 2);
+    const finish = await migrating(prefix, 'm5');
+    expect(await held.release()).toBe(true);
+    // Its holds start afresh on the source: the released permit's mark goes as its own is written.
+    const next = await first;
+    expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
+    await finish();
+    expect(await next.release()).toBe(true);
+    const last = await second;
+    expect(await last.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
+});
