@@ -1,19 +1,19 @@
 import { Cluster } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Leasehold } from '../../../src/index.js';
+import { Leasehold, type Lock } from '../../../src/index.js';
 import { lockKeys } from '../../../src/store/redis/keys.js';
 import { type RedisCluster, type RedisServer, randomPrefix, slotOf, startCluster } from '../../harness/index.js';
 import { deferrals } from './fixture.js';
 
 /**
- * A slot in the middle of a migration, its keys still on the source: Redis deletes a queue's key
- * with its last member, and then refuses a script's read of it on the source ("non local key"),
- * though every key the script declared was there when it began. Each call below empties a queue's
- * key and then reads it, as a live migration can catch it (test/faults/cluster-ha.test.ts found
- * one such path); each must still answer as it does on a settled slot. The slot is left MIGRATING
- * (and IMPORTING on the target) while the calls run, and made stable again after each test.
+ * A slot in the middle of a migration, its keys still on the source: Redis deletes a key of
+ * members (a queue, its liveness hash, a semaphore's holds, a job's history) with its last member,
+ * and then refuses a script's command on it on the source ("non local key"), though every key the
+ * script declared was there when it began. Each call below empties such a key and then reads or
+ * writes it, as a live migration can catch it (test/faults/cluster-ha.test.ts found one such path);
+ * each must still answer as it does on a settled slot.
  */
-describe('a slot being migrated: calls that empty a queue read it as gone', () => {
+describe('a slot being migrated: a call that empties a key reads it as gone, and never writes it anew', () => {
   let cluster: RedisCluster;
   const defer = deferrals();
   beforeAll(async () => {
@@ -168,5 +168,29 @@ describe('a slot being migrated: calls that empty a queue read it as gone', () =
     // The client's end fails what it still had to send within a turn or two of its event loop.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(reported).toEqual([]);
+  });
+
+  it("a job's first run is recorded, and its lock handed to the waiter behind it", async () => {
+    const prefix = randomPrefix();
+    const [a, b] = [instance(prefix), instance(prefix)];
+    let waiting: Promise<Lock> | undefined;
+    let finish: (() => Promise<void>) | undefined;
+    const run = await a.runOnce(
+      'm7',
+      async () => {
+        waiting = b.acquire('m7', { ttl: 10_000, wait: 10_000 });
+        await queued(prefix, 'm7', 1);
+        finish = await migrating(prefix, 'm7');
+        return 'ran';
+      },
+      { tick: Date.now() },
+    );
+    // Its record was the history's only one: written anew before the old one goes.
+    expect(run).toEqual({ ran: true, value: 'ran' });
+    await finish?.();
+    const next = await (waiting as Promise<Lock>);
+    expect(await next.release()).toBe(true);
+    expect((await a.jobHistory('m7')).map((r) => r.outcome)).toEqual(['ok']);
+    expect(backendErrors).toEqual([]);
   });
 });

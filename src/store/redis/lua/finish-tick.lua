@@ -33,8 +33,10 @@ for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], ARGV[2], ARGV[2])) 
     if ARGV[5] ~= '' then
       record.error = ARGV[5]
     end
-    redis.call('ZREM', KEYS[2], member)
+    -- Written anew before the old record goes: the history is never emptied and written again in
+    -- one call, which a slot being migrated refuses (members, lib/hand-on.lua).
     redis.call('ZADD', KEYS[2], ARGV[2], cjson.encode(record))
+    redis.call('ZREM', KEYS[2], member)
   end
 end
 local held = lock_get(KEYS[1])
