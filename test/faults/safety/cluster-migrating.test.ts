@@ -193,4 +193,30 @@ describe('a slot being migrated: a call that empties a key reads it as gone, and
     expect((await a.jobHistory('m7')).map((r) => r.outcome)).toEqual(['ok']);
     expect(backendErrors).toEqual([]);
   });
+
+  it('a shared hold asked for as a hand-off takes the last waiter: refused, not queued, and taken later', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const keys = lockKeys(prefix, 'm8');
+    const admin = new Cluster(cluster.startupNodes);
+    defer(() => admin.disconnect());
+    // A read-write lock held shared and released: its record, holds and grants stay.
+    const before = await a.acquire('m8', { ttl: 10_000, mode: 'shared' });
+    expect(await before.release()).toBe(true);
+    // An exclusive waiter queued while the lock is free (its holder's lease had run out): a shared
+    // request hands the lock to it first, which empties the queue.
+    const [seconds, micros] = (await admin.time()) as [string, string];
+    const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    await admin.zadd(keys.waiters, `${seconds}${micros.padStart(6, '0')}`, 'writer');
+    await admin.hset(keys.alive, 'writer', String(nowMs + 10_000));
+    const finish = await migrating(prefix, 'm8');
+    const reader = a.acquire('m8', { ttl: 10_000, mode: 'shared', wait: 10_000 });
+    await queued(prefix, 'm8', 0);
+    await finish();
+    // The writer never comes: its reservation lapses, and the reader's next try takes the lock.
+    const held = await reader;
+    expect(held.fencingToken).toBeGreaterThan(before.fencingToken);
+    expect(await held.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
 });

@@ -13,7 +13,8 @@
 -- and grants). Redis deletes such a key with its last member, and in a slot being migrated it
 -- refuses a script's command on a key that is not there ("non local key"), though every key the
 -- script declared was there when it began: on a key this call emptied, the command answers
--- `none`, as it would on a settled slot. A write that creates a key is never sent through here.
+-- `none`, as it would on a settled slot. A write that would create such a key again is refused
+-- all the same, and answers `none` here too: its caller decides what to do instead (enqueue).
 local function members(none, ...)
   local reply = redis.pcall(...)
   if type(reply) == 'table' and reply.err then
@@ -262,7 +263,9 @@ end
 -- exclusive waiter, '=<ttl>:<retention>:<room> <instance>' for one that may be granted the lock
 -- outright, '^<limit>' for a shared one (see waiter_of). The queue keys expire when no waiter renews them.
 -- Scores are the server's time in µs, strictly increasing (one past the last waiter's when two
--- arrive within one µs).
+-- arrive within one µs). A queue this call emptied (a hand-off took its last waiter, or the dead
+-- were dropped) cannot be written again while its slot migrates (members): the caller is then
+-- left out, and its next try, on whichever node then has the slot, queues it.
 local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
   if members(false, 'ZSCORE', waiters, owner) == false then
     local score = now_us
@@ -270,13 +273,17 @@ local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
     if last[2] and tonumber(last[2]) >= score then
       score = tonumber(last[2]) + 1
     end
-    redis.call('ZADD', waiters, int(score), owner)
+    if members(false, 'ZADD', waiters, int(score), owner) == false then
+      return
+    end
   end
   local entry = int(math.floor(now_us / 1000) + lease)
   if kind and kind ~= '' then
     entry = entry .. ' ' .. kind
   end
-  redis.call('HSET', alive, owner, entry)
+  if members(false, 'HSET', alive, owner, entry) == false then
+    return
+  end
   members(0, 'PEXPIRE', waiters, lease)
   members(0, 'PEXPIRE', alive, lease)
   lock_flag(lock)
