@@ -205,7 +205,7 @@ describe('a slot being migrated: a call that empties a key reads it as gone, and
     expect(await before.release()).toBe(true);
     // An exclusive waiter queued while the lock is free (its holder's lease had run out): a shared
     // request hands the lock to it first, which empties the queue.
-    const [seconds, micros] = (await admin.time()) as [string, string];
+    const [seconds = '', micros = ''] = (await admin.time()).map(String);
     const nowMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     await admin.zadd(keys.waiters, `${seconds}${micros.padStart(6, '0')}`, 'writer');
     await admin.hset(keys.alive, 'writer', String(nowMs + 10_000));
