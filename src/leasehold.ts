@@ -71,8 +71,6 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
       this.#emit('releaseFailed', { name: lock.name, fencingToken: lock.fencingToken, error }),
   };
   #closed = false;
-  /** close() has finished: the backend's background failures are no one's to hear now. */
-  #ended = false;
   #scheduler: Scheduler | undefined;
 
   constructor(backend: Backend | readonly Backend[], options?: LeaseholdOptions) {
@@ -102,9 +100,8 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
         nodeTimeout: o.nodeTimeout === undefined ? undefined : validate.duration(o.nodeTimeout, 'nodeTimeout', 1),
       },
       {
-        onBackendError: (error, operation) => {
-          if (!this.#ended) this.#emit('backendError', { error, operation: operation as BackendOperation });
-        },
+        onBackendError: (error, operation) =>
+          this.#emit('backendError', { error, operation: operation as BackendOperation }),
       },
     );
     this.#locks = new Acquisitions(this.#engines, {
@@ -325,15 +322,13 @@ export class Leasehold extends EventEmitter<LeaseholdEvents> {
    * Reject every acquisition still waiting with LockError `CLOSED` and wait until each has left the
    * backend's queue; stop every watchdog timer (held locks' signals abort with reason 'closed';
    * their leases end by ttl); close the subscriber connection this instance opened. Never closes
-   * the caller's client, so `await locks.close(); await client.quit()` leaves nothing behind; a
-   * background call that client fails then (an unsubscribe sent on it) is not reported.
+   * the caller's client, so `await locks.close(); await client.quit()` leaves nothing behind.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#scheduler?.close();
     await this.#locks.close();
-    this.#ended = true;
     this.#reentrancy.close();
   }
 

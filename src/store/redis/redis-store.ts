@@ -398,8 +398,9 @@ export class RedisStore
       {
         subscribe: (ch) =>
           subscriber.subscribe(ch).catch((e: unknown) => Promise.reject(storeError(this.#connection, 'SUBSCRIBE', e))),
-        // The last channel's unsubscribe is still on its way when the idle hub closes the
-        // connection (below), which drops every subscription anyway: failing then is no failure.
+        // The last channel's unsubscribe may still be on its way when the connection closes (the
+        // hub idle, below, or the store closed), which drops every subscription anyway: failing
+        // then is no failure.
         unsubscribe: (ch) =>
           subscriber.unsubscribe(ch).catch((e: unknown) => {
             if (this.#subscriber === subscriber) throw e;

@@ -16,11 +16,15 @@ import { deferrals } from './fixture.js';
  */
 describe('a slot being migrated: a call that empties a key reads it as gone, and never writes it anew', () => {
   let cluster: RedisCluster;
+  /** The tests' own client, for raw reads and writes of a lock's keys. */
+  let admin: Cluster;
   const defer = deferrals();
   beforeAll(async () => {
     cluster = await startCluster({ masters: 3 });
+    admin = new Cluster(cluster.startupNodes);
   });
   afterAll(async () => {
+    admin?.disconnect();
     await cluster?.stop();
   });
 
@@ -68,8 +72,6 @@ describe('a slot being migrated: a call that empties a key reads it as gone, and
 
   /** Until `name`'s queue holds `n` waiters. */
   async function queued(prefix: string, name: string, n: number): Promise<void> {
-    const admin = new Cluster(cluster.startupNodes);
-    defer(() => admin.disconnect());
     const deadline = Date.now() + 5_000;
     while ((await admin.zcard(lockKeys(prefix, name).waiters)) !== n) {
       if (Date.now() > deadline) throw new Error(`${name}: ${n} waiters never queued`);
@@ -93,6 +95,22 @@ describe('a slot being migrated: a call that empties a key reads it as gone, and
     const next = await waiting;
     expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
     expect(await next.release()).toBe(true);
+    expect(backendErrors).toEqual([]);
+  });
+
+  it('the last waiter takes a lock whose lease ran out, with nobody to hand it on', async () => {
+    const prefix = randomPrefix();
+    const [a, b] = [instance(prefix), instance(prefix)];
+    const held = await a.acquire('m10', { ttl: 1_000, autoExtend: false });
+    const waiting = b.acquire('m10', { ttl: 10_000, wait: 10_000 });
+    await queued(prefix, 'm10', 1);
+    const finish = await migrating(prefix, 'm10');
+    // Its retry when the lease ends takes the lock free and leaves the queue, its last entry.
+    const next = await waiting;
+    await finish();
+    expect(next.fencingToken).toBeGreaterThan(held.fencingToken);
+    expect(await next.release()).toBe(true);
+    expect(await held.release()).toBe(false);
     expect(backendErrors).toEqual([]);
   });
 
@@ -217,8 +235,6 @@ describe('a slot being migrated: a call that empties a key reads it as gone, and
     const prefix = randomPrefix();
     const a = instance(prefix);
     const keys = lockKeys(prefix, 'm8');
-    const admin = new Cluster(cluster.startupNodes);
-    defer(() => admin.disconnect());
     // A read-write lock held shared and released: its record, holds and grants stay.
     const before = await a.acquire('m8', { ttl: 10_000, mode: 'shared' });
     expect(await before.release()).toBe(true);

@@ -33,15 +33,8 @@ local now_us, stamp = server_now()
 local token, _, fresh, value = take(KEYS[1], owner, ARGV[2], tonumber(ARGV[3]), ARGV[5], ARGV[6], now_us, stamp)
 if token then
   if fresh and ARGV[4] == '2' then
-    -- The queue is counted while its key exists, and the head read only if others are left: the
-    -- key goes with its last entry, and in a slot being migrated Redis refuses a script's read of
-    -- a key that is not there.
-    local queued = members(0, 'ZCARD', KEYS[2])
-    local left = queued - members(0, 'ZREM', KEYS[2], owner)
+    members(0, 'ZREM', KEYS[2], owner)
     members(0, 'HDEL', KEYS[3], owner)
-    if left == 0 then
-      return token
-    end
     if fresh == 'reserved' then
       -- The dead at the head (named by a hand-off before this waiter, they never came) go now, so
       -- no later release names them.
