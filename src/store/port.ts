@@ -82,7 +82,11 @@ export interface AcquireRequest {
 export interface HandOn {
   /** ms the lock is reserved for the waiter woken. */
   readonly reservation: number;
-  /** Announce a hand-off to nobody in particular when nobody is queued, for waiters that do not queue (Redlock's). */
+  /**
+   * Announce a hand-off to nobody in particular when nobody is queued, for waiters that do not queue
+   * (Redlock's). A store may leave out the release of a lease no caller was refused by since it was
+   * taken: nobody waits on it (the Redis store does).
+   */
   readonly announce: boolean;
   /**
    * A release may grant the lock at once to the next waiter when that waiter queued through this

@@ -17,6 +17,7 @@ import {
 } from '../../src/index.js';
 import { mutex } from '../../src/primitives/mutex.js';
 import type { BackendOptions } from '../../src/store/backend.js';
+import { readLockValue } from '../../src/store/formats.js';
 import { lockKeys } from '../../src/store/index.js';
 import type { Store, StoreSettings } from '../../src/store/port.js';
 import { resolveStore } from '../../src/store/registry.js';
@@ -127,9 +128,14 @@ async function listeners(prefix: string, name: string): Promise<number> {
   return replies.reduce((sum, reply) => sum + Number(reply[1] ?? 0), 0);
 }
 
-/** Owner token on each listed node (null when free), read over the admin connections. */
+/** Owner token on each listed node (null when free; a refused acquire's flag left out), read over the admin connections. */
 function owners(prefix: string, name: string, nodes: readonly number[] = NODES): Promise<(string | null)[]> {
-  return Promise.all(nodes.map(async (i) => lockRecord((await admin[i]?.get(lockKey(prefix, name))) ?? null).state));
+  return Promise.all(
+    nodes.map(async (i) => {
+      const { state } = lockRecord((await admin[i]?.get(lockKey(prefix, name))) ?? null);
+      return state === null ? null : readLockValue(state).owner;
+    }),
+  );
 }
 
 function outcomes(error: unknown): NodeOutcome['outcome'][] {
@@ -235,7 +241,7 @@ describe('Redlock: quorum on every subset of occupied nodes', () => {
         await waitFor(async () => JSON.stringify(await owners(prefix, name)) === JSON.stringify(ours));
         expect(await lock.release()).toBe(true);
       }
-      // Failed or released, none of our keys is left, and the other owner's are untouched.
+      // Failed or released, none of our keys is left, and the other owner still holds its own.
       expect(await owners(prefix, name), `occupied ${occupied.join(',') || 'none'}`).toEqual(expected);
     }
   });
@@ -488,6 +494,49 @@ describe('Redlock: contention', () => {
       expect([...tokens].sort((a, b) => a - b)).toEqual(tokens);
       expect(new Set(tokens).size).toBe(3);
     }
+  });
+
+  it('a release wakes a waiter the nodes refused, long before its next retry, past an extend', async () => {
+    const prefix = randomPrefix();
+    const ttl = 20_000;
+    const holder = redlock(prefix, { ttl, autoExtend: false });
+    // The waiter has connections of its own, as another process would.
+    const waiter = redlock(prefix, {}, clientsFor(servers.map((s) => s.port)));
+    const held = await holder.acquire('wake');
+    const waiting = waiter.acquire('wake', { wait: ttl });
+    // Marked handled: a failed check below must not leave it unhandled when the instance closes.
+    waiting.catch(() => undefined);
+    // Refused, it listens for releases on enough nodes that every quorum has one of them.
+    await waitFor(async () => (await listeners(prefix, 'wake')) >= N - 3 + 1, { timeout: ttl / 4 });
+    // The flag outlives an extend, as the watchdog's would.
+    await held.extend();
+    // Released just after one of the waiter's retries: unwoken, it would sleep DEFAULTS.maxPark
+    // before the next (the refusals' pttl, the holder's whole lease, is longer).
+    const calls = async () => Number(/cmdstat_fcall:calls=(\d+)/.exec(await admin[0]!.info('commandstats'))?.[1] ?? 0);
+    const before = await calls();
+    await waitFor(async () => (await calls()) > before, { timeout: DEFAULTS.maxPark * 2, interval: 10 });
+    const released = performance.now();
+    await held.release();
+    const lock = await waiting;
+    expect(performance.now() - released).toBeLessThan(DEFAULTS.maxPark / 4);
+    expect(lock.fencingToken).toBeGreaterThan(held.fencingToken);
+    await lock.release();
+  });
+
+  it('a release nobody was refused by publishes nothing; one a refusal flagged publishes on its node', async () => {
+    const prefix = randomPrefix();
+    const locks = redlock(prefix, { ttl: 5_000, autoExtend: false });
+    const published = async () => {
+      const stats = await Promise.all(admin.map((node) => node.info('commandstats')));
+      return stats.map((text) => Number(/cmdstat_publish:calls=(\d+)/.exec(text)?.[1] ?? 0));
+    };
+    await Promise.all(admin.map((node) => node.config('RESETSTAT')));
+    for (let i = 0; i < 5; i++) await (await locks.acquire('quiet')).release();
+    expect(await published()).toEqual([0, 0, 0, 0, 0]);
+    const held = await locks.acquire('refused');
+    expect(await locks.tryAcquire('refused')).toBeNull();
+    await held.release();
+    expect(await published()).toEqual([1, 1, 1, 1, 1]);
   });
 
   it('a split vote resolves: three contenders that each took a minority back off, and take turns', async () => {

@@ -194,7 +194,7 @@ export class RedisStore
     const sentAt = now();
     // A holder releasing has no use for a grant still kept for it (its own attempt took the lock).
     if (this.#grants.size > 0) this.#grants.take(name, owner);
-    if (this.#quiet.has(name) && this.#bound.announce === '0') {
+    if (this.#quiet.has(name)) {
       return this.#call(SCRIPTS.free, name, owner, (freed) => {
         if (freed) return 'released';
         this.#quiet.forget(name);
@@ -205,10 +205,10 @@ export class RedisStore
   }
 
   /**
-   * release.lua: it frees, hands on, or says why not; a release that woke nobody notes the name
-   * quiet. The reply names the waiters the release woke: this instance's own are woken from it at
-   * once, rather than when the publication comes back on the subscriber connection (which is then
-   * its echo, and dropped). A waiter that queued through this store may have been granted the lock
+   * release.lua: it frees, hands on, or says why not; a release that told nobody (woke no waiter,
+   * announced nothing) notes the name quiet. The reply names the waiters the release woke (or
+   * carries the announcement, ''): this instance's own are woken from it at once, rather than when
+   * the publication comes back on the subscriber connection (which is then its echo, and dropped). A waiter that queued through this store may have been granted the lock
    * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
    * leave did not reach the server), the grant is given back at once, so it costs the others no
    * more than a reservation would. A release that woke a waiter here answers on the next turn of

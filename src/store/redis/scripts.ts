@@ -283,13 +283,16 @@ const DECLARED = {
     lua: acquireSource,
     access: 'write',
     layout: lockKeys,
-    // A caller that will not wait (every Redlock node's) never queues: the queue's keys, the waiter
-    // lease and the room are read only when queueing, and are left out; only a queued one may wake
+    // A caller that does not queue (every Redlock node's) needs none of the queue's keys, the waiter
+    // lease or the room, and they are left out; refused by a store that announces its releases, it
+    // flags the lease ('3'), so that lease's release is announced. Only a queued caller may wake
     // the waiter after it (ask_first), so only it is given the channel.
     keys: (k, r: AcquireRequest) => (r.queue === undefined ? [k.lock] : [k.lock, k.waiters, k.alive]),
     args: (r: AcquireRequest, k, publish, b) => {
       const { owner, ttl, minFence = 0, queue } = r;
-      if (queue === undefined) return [owner, ttl, minFence, '0', b.instance, b.fenceRetention];
+      if (queue === undefined) {
+        return [owner, ttl, minFence, b.announce === '1' ? '3' : '0', b.instance, b.fenceRetention];
+      }
       const head = [owner, ttl, minFence, QUEUE_MODE[queue], b.instance, b.fenceRetention, b.waiterLease, b.room];
       return queue === 'member' ? [...head, publish, k.channel] : head;
     },

@@ -1,9 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULTS } from '../../../src/index.js';
-import type { AcquireRequest } from '../../../src/store/port.js';
+import type { AcquireRequest, HandOn } from '../../../src/store/port.js';
 import type { RedisConnection } from '../../../src/store/redis/connection.js';
 import { IORedisConnection, type IORedisLike } from '../../../src/store/redis/ioredis-adapter.js';
 import { RedisStore } from '../../../src/store/redis/redis-store.js';
+import { ANNOUNCED_HAND_ON } from '../../../src/store/settings.js';
 import { ioredis, suiteServer } from '../../faults/safety/fixture.js';
 import { randomPrefix } from '../../harness/index.js';
 import { watchingScripts } from './script-calls.js';
@@ -35,10 +36,10 @@ describe('a name quiet in a Redis store (its last release there woke nobody)', (
   });
 
   /** A store on a client of its own, on `prefix`, and the scripts it ran after the library was loaded. */
-  async function counted(prefix: string): Promise<{ s: RedisStore; sent: string[] }> {
+  async function counted(prefix: string, hand: HandOn = handOn): Promise<{ s: RedisStore; sent: string[] }> {
     const client = ioredis(redis.server.port);
     const { connection, sent } = recording(new IORedisConnection(client as unknown as IORedisLike, () => {}));
-    const s = new RedisStore(connection, { prefix, instance: 'test', handOn });
+    const s = new RedisStore(connection, { prefix, instance: 'test', handOn: hand });
     closing.push(
       () => s.close(),
       () => client.disconnect(),
@@ -121,5 +122,41 @@ describe('a name quiet in a Redis store (its last release there woke nobody)', (
     expect(await here.release('q', 'h')).toBe('released');
     expect(await there.acquire('q', { ...JOIN, owner: 'w', queue: 'member' })).toMatchObject({ acquired: true });
     expect(await here.release('q', 'h')).toBe('not-owner');
+  });
+
+  it('in a store that announces releases (a Redlock node): a refusal flags the lease, whose release then announces it and leaves the name off the quiet path', async () => {
+    const prefix = randomPrefix();
+    const [{ s: here, sent }, { s: there }] = [
+      await counted(prefix, ANNOUNCED_HAND_ON),
+      await counted(prefix, ANNOUNCED_HAND_ON),
+    ];
+    // A Redlock node's acquire never queues: one key, whether the name is quiet or not.
+    const cycle = async (owner: string, refused: boolean) => {
+      expect(await here.acquire('q', { ttl: 30_000, owner })).toMatchObject({ acquired: true });
+      if (refused) expect(await there.acquire('q', { ttl: 30_000, owner: 'w' })).toMatchObject({ acquired: false });
+      expect(await here.release('q', owner)).toBe('released');
+    };
+    await cycle('a', false);
+    await cycle('b', false);
+    expect(sent).toEqual(['acquire/1', 'release/3', 'acquire/1', 'free/1']);
+    sent.length = 0;
+    // Flagged: free.lua frees nothing, release.lua frees it and announces it to the waiter.
+    await cycle('c', true);
+    // While refusals keep flagging it, the name is released by release.lua alone.
+    await cycle('d', true);
+    // Unflagged again: release.lua frees it without a word, and the name is quiet once more.
+    await cycle('e', false);
+    await cycle('f', false);
+    expect(sent).toEqual([
+      'acquire/1',
+      'free/1',
+      'release/3',
+      'acquire/1',
+      'release/3',
+      'acquire/1',
+      'release/3',
+      'acquire/1',
+      'free/1',
+    ]);
   });
 });

@@ -8,18 +8,20 @@
 -- include: lib/hand-on.lua
 -- KEYS[1]  lock key        (the lease and the fencing record: see lib/lease.lua)
 -- KEYS[2]  waiters         (sorted set: owner token -> arrival, server time in µs), sent when
---          ARGV[4] is not '0': only a caller that will wait queues
+--          ARGV[4] is '1' or '2': only a caller that will wait in the queue queues
 -- KEYS[3]  liveness        (hash: owner token -> the waiter's deadline, server time in ms), as KEYS[2]
 -- ARGV[1]  owner token
 -- ARGV[2]  ttl in ms
 -- ARGV[3]  minimum fencing token to issue (Redlock writes back its quorum's maximum; 0 otherwise)
 -- ARGV[4]  '0' the caller will not wait; '1' a first attempt: queue it when refused;
---          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds
+--          '2' a caller already queued: keep its place when refused, unqueue it when it succeeds;
+--          '3' a caller that waits without queueing (a Redlock node's): refused, it flags the
+--          lease, so the lease's release announces itself (lib/hand-on.lua, free_lock)
 -- ARGV[5]  instance label of the caller
 -- ARGV[6]  retention of the fencing record in ms
--- ARGV[7]  a waiter's liveness in ms, sent when ARGV[4] is not '0': a queued waiter that does not
+-- ARGV[7]  a waiter's liveness in ms, sent when ARGV[4] is '1' or '2': a queued waiter that does not
 --          try again within it is dropped
--- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is not '0', or '': a queued
+-- ARGV[8]  the caller's room (its store's, random), sent when ARGV[4] is '1' or '2', or '': a queued
 --          waiter from a room may be granted the lock outright by a release from the same room
 --          (lib/hand-on.lua, hand_on)
 -- ARGV[9]  publish command (as release's), sent when ARGV[4] is '2': for ask_first
@@ -53,7 +55,9 @@ local limit = tonumber(string.match(value, '^%^(%d+)'))
 if limit and limit > 0 then
   return {-1, limit}
 end
-if ARGV[4] ~= '0' then
+if ARGV[4] == '3' then
+  lock_flag(KEYS[1])
+elseif ARGV[4] ~= '0' then
   enqueue(KEYS[1], KEYS[2], KEYS[3], owner, now_us, tonumber(ARGV[7]), ARGV[8] ~= '' and '=' .. ARGV[2] .. ':' .. ARGV[6] .. ':' .. ARGV[8] .. ' ' .. ARGV[5] or nil)
 end
 return {0, lock_pttl(KEYS[1])}

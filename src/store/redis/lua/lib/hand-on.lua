@@ -193,7 +193,7 @@ end
 -- A shared waiter at the head is admitted with the shared waiters of its kind right behind it (up
 -- to its limit): the lock is reserved for all of them, and each is told in a message of its own.
 -- With nobody to wake, the lock is simply deleted, and '' is published only when `announce` is '1'
--- (for waiters that do not queue, as Redlock's).
+-- (for waiters that do not queue, as Redlock's): the messages published are then {''}.
 -- `room` (nil or '' for none): the releasing store's own mark. An exclusive waiter at the head that queued from that same room (the releasing
 -- instance's own, alive as it runs this release) is granted the lock outright instead, with its
 -- own ttl and the next fencing token (recorded with its own instance and retention); the caller
@@ -202,8 +202,8 @@ end
 -- out rather than after a reservation, and nobody is summoned (the lock is held, not reserved).
 -- `mark` (or nil): the releasing owner's mark, '|<owner>', which a grant outright writes after the
 -- grant it records (issue, lib/lease.lua): a re-sent release still finds its own release.
--- returns  the (first) owner token woken, or ''; the messages published naming waiters (a list);
---          and the fencing token of a grant outright (or nil)
+-- returns  the (first) owner token woken, or ''; the messages published (a list: those naming
+--          waiters, or {''} for an announcement); and the fencing token of a grant outright (or nil)
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, mark)
   local woken, next = {}, ''
   local now_us, stamp, now_ms, ttl, retention, from, instance
@@ -225,6 +225,7 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
     lock_del(lock)
     if publish ~= '' and announce == '1' then
       redis.call(publish, channel, '')
+      return '', {''}
     end
     return '', {}
   end
@@ -242,9 +243,10 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
   return woken[1], tell(publish, channel, woken, next)
 end
 
--- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it (and
--- publish '' when `announce` is '1').
--- returns  the messages published naming waiters (a list, empty when nobody was woken), and the
+-- Free a lock whose lease ended: hand it on if waiters are flagged, else just delete it. Waiters
+-- that do not queue flag the lease too (acquire.lua, ARGV[4] '3'), so an unflagged lease has
+-- nobody to tell, and its release publishes nothing, even when `announce` is '1'.
+-- returns  the messages published (a list, as hand_on's: empty when nobody was told), and the
 --          token of a grant outright (see hand_on; `room` and `mark` go to it)
 local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, announce, room, mark)
   if flagged then
@@ -252,9 +254,6 @@ local function free_lock(lock, flagged, waiters, alive, publish, channel, ms, an
     return told, token
   end
   lock_del(lock)
-  if publish ~= '' and announce == '1' then
-    redis.call(publish, channel, '')
-  end
   return {}
 end
 
