@@ -24,6 +24,7 @@ import { resolveStore } from '../../src/store/registry.js';
 import { ANNOUNCED_HAND_ON, storeSettings } from '../../src/store/settings.js';
 import { Quorum, type QuorumOptions } from '../../src/topology/quorum.js';
 import {
+  commandCalls,
   counterToken,
   lockRecord,
   type RedisServer,
@@ -512,9 +513,12 @@ describe('Redlock: contention', () => {
     await held.extend();
     // Released just after one of the waiter's retries: unwoken, it would sleep DEFAULTS.maxPark
     // before the next (the refusals' pttl, the holder's whole lease, is longer).
-    const calls = async () => Number(/cmdstat_fcall:calls=(\d+)/.exec(await admin[0]!.info('commandstats'))?.[1] ?? 0);
-    const before = await calls();
-    await waitFor(async () => (await calls()) > before, { timeout: DEFAULTS.maxPark * 2, interval: 10 });
+    const node = admin[0] as Redis;
+    const before = await commandCalls(node, 'fcall');
+    await waitFor(async () => (await commandCalls(node, 'fcall')) > before, {
+      timeout: DEFAULTS.maxPark * 2,
+      interval: 10,
+    });
     const released = performance.now();
     await held.release();
     const lock = await waiting;
@@ -526,10 +530,7 @@ describe('Redlock: contention', () => {
   it('a release nobody was refused by publishes nothing; one a refusal flagged publishes on its node', async () => {
     const prefix = randomPrefix();
     const locks = redlock(prefix, { ttl: 5_000, autoExtend: false });
-    const published = async () => {
-      const stats = await Promise.all(admin.map((node) => node.info('commandstats')));
-      return stats.map((text) => Number(/cmdstat_publish:calls=(\d+)/.exec(text)?.[1] ?? 0));
-    };
+    const published = () => Promise.all(admin.map((node) => commandCalls(node, 'publish')));
     await Promise.all(admin.map((node) => node.config('RESETSTAT')));
     for (let i = 0; i < 5; i++) await (await locks.acquire('quiet')).release();
     expect(await published()).toEqual([0, 0, 0, 0, 0]);

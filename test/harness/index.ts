@@ -44,6 +44,7 @@ export {
 export { type SentinelGroup, type StartSentinelOptions, startSentinelGroup } from './sentinel.js';
 export {
   blockFor,
+  commandCalls,
   counterToken,
   lockRecord,
   randomPrefix,

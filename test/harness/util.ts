@@ -63,6 +63,15 @@ export function lockRecord(
     : { state: null, pttl: -2, fence };
 }
 
+/** Calls of `command` a server ran since its stats were reset, scripts' own included (INFO commandstats). */
+export async function commandCalls(
+  server: { info(section: string): Promise<string> },
+  command: string,
+): Promise<number> {
+  const stats = await server.info('commandstats');
+  return Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+}
+
 /** The fencing token a lock key's record holds (a whole lock value, or the record alone), or 0. */
 export function counterToken(value: string | null | undefined): number {
   if (!value) return 0;

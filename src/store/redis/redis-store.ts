@@ -208,10 +208,11 @@ export class RedisStore
    * release.lua: it frees, hands on, or says why not; a release that told nobody (woke no waiter,
    * announced nothing) notes the name quiet. The reply names the waiters the release woke (or
    * carries the announcement, ''): this instance's own are woken from it at once, rather than when
-   * the publication comes back on the subscriber connection (which is then its echo, and dropped). A waiter that queued through this store may have been granted the lock
-   * outright: kept for its next acquire. If it does not wait here (it gave up meanwhile, and its
-   * leave did not reach the server), the grant is given back at once, so it costs the others no
-   * more than a reservation would. A release that woke a waiter here answers on the next turn of
+   * the publication comes back on the subscriber connection (which is then its echo, and dropped).
+   * A waiter that queued through this store may have been granted the lock outright: kept for its
+   * next acquire. If it does not wait here (it gave up meanwhile, and its leave did not reach the
+   * server), the grant is given back at once, so it costs the others no more than a reservation
+   * would. A release that woke a waiter here answers on the next turn of
    * the event loop: the waiter's way to the lock (promise steps only) runs first, rather than
    * interleaved with whatever the releasing caller does next.
    */

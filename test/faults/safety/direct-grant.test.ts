@@ -12,7 +12,7 @@ import { RedisStore, type RedisStoreOptions } from '../../../src/store/redis/red
 import { boundArgs, SCRIPTS } from '../../../src/store/redis/scripts.js';
 import { storeSettings } from '../../../src/store/settings.js';
 import { Single } from '../../../src/topology/single.js';
-import { lockRecord, randomPrefix, startProxy, waitFor } from '../../harness/index.js';
+import { commandCalls, lockRecord, randomPrefix, startProxy, waitFor } from '../../harness/index.js';
 import { deferrals, ioredis, singleOptions, slowPath, suiteServer } from './fixture.js';
 
 /**
@@ -48,11 +48,8 @@ describe('direct grant to a waiter of the releasing instance', () => {
 
   const queued = (prefix: string, name: string) => redis.admin.zcard(lockKeys(prefix, name).waiters);
 
-  /** FCALLs the server ran since its stats were reset (INFO commandstats). */
-  async function fcalls(): Promise<number> {
-    const info = await redis.admin.info('commandstats');
-    return Number(/cmdstat_fcall:calls=(\d+)/.exec(info)?.[1] ?? 0);
-  }
+  /** FCALLs the server ran since its stats were reset. */
+  const fcalls = () => commandCalls(redis.admin, 'fcall');
 
   /**
    * `holder` takes `name`, and an acquisition of it through `waiter` (30 s ttl, 10 s wait unless

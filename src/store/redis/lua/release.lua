@@ -15,17 +15,17 @@
 -- ARGV[2]  publish command: PUBLISH, SPUBLISH (cluster, Redis >= 7) or an empty string for none
 -- ARGV[3]  release channel
 -- ARGV[4]  reservation in ms: how long the lock is kept for the waiter woken
--- ARGV[5]  '1' to publish '' when waiters flagged the lease but none queued (waiters that do not
---          queue, as Redlock's), else '0'
+-- ARGV[5]  '1' to publish '' when none queued but the lease was flagged, or is gone already (for
+--          waiters that do not queue, as Redlock's), else '0'
 -- ARGV[6]  the releasing store's room, or '': a waiter queued from that room is granted the lock
 --          outright (lib/hand-on.lua, hand_on), its token issued as any grant's is (lib/lease.lua)
 -- returns  1   released (now, or by the same owner's earlier call)
 --          0   expired: no lock at all, or handed on already
 --          -1  not-owner: another owner holds the lock; it is left alone
 --          When the release woke waiters, 1 and 0 come first in an array: after them the messages
---          the hand-on published ('' alone for an announcement; so the caller's own waiters are
---          woken from the reply), then the
---          fencing token of a direct grant to the first waiter named, if it made one.
+--          the hand-on published ('' alone for an announcement), so the caller's own waiters are
+--          woken from the reply, then the fencing token of a direct grant to the first waiter
+--          named, if it made one.
 local code, told, token = end_lease(lock_get(KEYS[1]), KEYS[1], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if told and #told > 0 then
   if token then
