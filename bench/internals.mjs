@@ -1,7 +1,7 @@
 /**
  * leasehold's internals (not exported by the package), bundled from src/ with esbuild for a bench
- * that measures below the public API: layers.mjs, and the `leasehold's functions (floor)` row of
- * peers.mjs. Built once per process inside the checkout, so the bundle's imports of ioredis and the
+ * that measures below the public API: layers.mjs, the `leasehold's functions (floor)` row of
+ * peers.mjs, and postgres-cycle.mjs's statements floor. Built once per process inside the checkout, so the bundle's imports of ioredis and the
  * rest resolve from node_modules; the directory goes when the process exits.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -19,6 +19,8 @@ const EXPORTS = {
   boundArgs: 'store/redis/scripts.ts',
   storeSettings: 'store/settings.ts',
   lockKeys: 'store/redis/keys.ts',
+  statements: 'store/postgres/queries.ts',
+  schemaNames: 'store/postgres/schema.ts',
 };
 
 let loaded;

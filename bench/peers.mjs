@@ -350,6 +350,6 @@ export const LIBRARIES = [
     name: 'one key per lock (floor)',
     create: oneKey,
     reference: true,
-    scenarios: ['serial', 'parallel', 'footprint', 'redlock'],
+    scenarios: ['serial', 'parallel', 'parallel-split', 'footprint', 'redlock'],
   },
 ];

@@ -1,11 +1,14 @@
 /**
  * PostgreSQL's serial cycle against one write on the same server, in one run.
  *
- *   npx tsup --silent && node bench/postgres-cycle.mjs [--rounds 5] [--duration 2000] [--pin cpu0|none] [--json FILE]
+ *   npx tsup --silent && node bench/postgres-cycle.mjs [--rounds 5] [--duration 2000] [--pin cpu0|split|none] [--json FILE]
  *
  * Rows: `one write`, an INSERT … ON CONFLICT DO UPDATE of one row of a plain table, prepared, on a
  * pg.Client (the floor: one round trip, one committed write); `one write (pool)`, the same on a
- * pg.Pool; leasehold's acquire + release of one name on a pg.Pool and on a pg.Client.
+ * pg.Pool; leasehold's acquire + release of one name on a pg.Pool and on a pg.Client; and
+ * `leasehold's statements (pool|client)`, the two statements leasehold's store sends for that cycle,
+ * with nothing of the library around them (a floor with leasehold's guarantees: the distance from it
+ * to leasehold's row is the library's own).
  * `LEASEHOLD_BASELINE=/path/to/dist/index.js` adds the same two rows for that build. Each round
  * runs every row, starting one row further on than the round before, on fresh connections; the
  * table gives the median over rounds. `cycle ÷ write` is the floor's rate over the row's, in the
@@ -16,7 +19,8 @@
  * It starts a PostgreSQL of its own (initdb in a temporary directory, a free loopback port, the test
  * harness's settings: fsync off; as root it runs as the user `leasehold-pg`), or uses
  * `BENCH_POSTGRES_URL`. By default node and the server are pinned to CPU 0, as bench/placement.mjs
- * explains; the server's backends inherit it. `--json FILE` also writes each row's medians there
+ * explains; the server's backends inherit it. `--pin split` puts node on CPU 0 and the server on
+ * CPU 1, as on machines of their own. `--json FILE` also writes each row's medians there
  * (`npm run bench` runs it so, as its `postgres` scenario).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -27,7 +31,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { Leasehold } from '../dist/index.js';
-import { pinToOneCpu } from './placement.mjs';
+import { internals } from './internals.mjs';
+import { pinSplit, pinToOneCpu } from './placement.mjs';
 import { median, Samples } from './stats.mjs';
 
 const { values: flags } = parseArgs({
@@ -38,6 +43,8 @@ const { values: flags } = parseArgs({
     json: { type: 'string' },
   },
 });
+if (!['cpu0', 'split', 'none'].includes(flags.pin))
+  throw new Error(`--pin must be cpu0, split or none, got ${flags.pin}`);
 const ROUNDS = Number(flags.rounds);
 const DURATION_MS = Number(flags.duration);
 const WARMUP_MS = Math.min(300, DURATION_MS * 0.15);
@@ -45,6 +52,8 @@ const LOCK_OPTIONS = Object.freeze({ ttl: 10_000, wait: 10_000 });
 /** Each build has a prefix of its own: its schema's functions are its own. */
 const PREFIX = 'bench_pg_cycle';
 const BASELINE_PREFIX = 'bench_pg_cycle_baseline';
+/** The name the statements floor takes and frees (its row is made before the rounds). */
+const FLOOR_NAME = 'floor';
 
 const baselinePath = process.env.LEASEHOLD_BASELINE;
 const Baseline = baselinePath
@@ -213,6 +222,39 @@ function cycle(name, LeaseholdClass, url, kind, prefix) {
   };
 }
 
+/**
+ * leasehold's store's two statements for a serial cycle of a name whose last release found nobody
+ * behind it (take, then free: named prepared statements, with the values the store sends), on a
+ * pool or a client of their own, and nothing of the library around them. Each must take and free
+ * the lock, as leasehold's row does.
+ */
+function statementsFloor(url, kind, prefix) {
+  let backend;
+  let sql;
+  let settings;
+  let n = 0;
+  const send = (statement, values) => backend.query({ name: statement.name, text: statement.text, values });
+  return {
+    name: `leasehold's statements (${kind})`,
+    async setup() {
+      const L = await internals();
+      sql = L.statements(L.schemaNames(prefix));
+      settings = L.storeSettings({ prefix, instance: 'bench-raw' });
+      backend = kind === 'pool' ? new pg.Pool({ connectionString: url }) : new pg.Client({ connectionString: url });
+      if (kind === 'client') await backend.connect();
+    },
+    op: async () => {
+      const owner = `${process.pid}-raw-${n++}`;
+      const { instance, fenceRetention } = settings;
+      const taken = await send(sql.take, [FLOOR_NAME, owner, LOCK_OPTIONS.ttl, 0, instance, fenceRetention]);
+      if (taken.rowCount !== 1) throw new Error(`${FLOOR_NAME}: the raw take did not take the lock`);
+      const freed = await send(sql.free, [FLOOR_NAME, owner]);
+      if (freed.rowCount !== 1) throw new Error(`${FLOOR_NAME}: the raw free did not free the lock`);
+    },
+    teardown: () => backend.end(),
+  };
+}
+
 /** Warm up, then run `row.op` serially for DURATION_MS: rate, p50, and CPU per op. */
 async function measure(row, server) {
   await row.setup();
@@ -261,8 +303,9 @@ async function main() {
   try {
     await server?.start();
     const url = process.env.BENCH_POSTGRES_URL ?? server.url;
-    const pinned = flags.pin !== 'none' && pinToOneCpu(server?.process ? [server.process.pid] : []).startsWith('node');
-    const placement = pinned ? 'node and the server pinned to CPU 0' : 'not pinned';
+    const pids = server?.process ? [server.process.pid] : [];
+    const placement =
+      flags.pin === 'none' ? 'not pinned' : (flags.pin === 'split' ? pinSplit : pinToOneCpu)(pids, 'the server');
     await query(url, 'CREATE TABLE IF NOT EXISTS bench_floor (k text PRIMARY KEY, v bigint NOT NULL)');
     // Each build's schema is made once, outside the timed passes.
     const builds = [[Leasehold, PREFIX], ...(Baseline ? [[Baseline, BASELINE_PREFIX]] : [])];
@@ -271,6 +314,7 @@ async function main() {
       await migrate.connect();
       const first = new LeaseholdClass(migrate, { prefix });
       await (await first.acquire('cycle', LOCK_OPTIONS)).release();
+      if (prefix === PREFIX) await (await first.acquire(FLOOR_NAME, LOCK_OPTIONS)).release();
       await first.close();
       await migrate.end();
     }
@@ -280,6 +324,8 @@ async function main() {
       () => oneWrite(url, 'pool'),
       () => cycle('leasehold (pool)', Leasehold, url, 'pool', PREFIX),
       () => cycle('leasehold (client)', Leasehold, url, 'client', PREFIX),
+      () => statementsFloor(url, 'pool', PREFIX),
+      () => statementsFloor(url, 'client', PREFIX),
       ...(Baseline
         ? [
             () => cycle('baseline (pool)', Baseline, url, 'pool', BASELINE_PREFIX),

@@ -5,7 +5,7 @@
  * speed drifts between runs.
  *
  *   node bench/run.mjs [--quick] [--rounds N] [--duration MS] [--scenario NAME[,NAME]]
- *                      [--libs NAME[,NAME]] [--memory-cycles N] [--pin cpu0|none] [--out DIR]
+ *                      [--libs NAME[,NAME]] [--memory-cycles N] [--pin cpu0|split|none] [--out DIR]
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -13,7 +13,7 @@ import { cpus, platform, release, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { closeAll, connectAdmin, serverVersion } from './clients.mjs';
 import { LIBRARIES } from './peers.mjs';
-import { pinToOneCpu } from './placement.mjs';
+import { pinSplit, pinToOneCpu } from './placement.mjs';
 import { writeReport } from './report.mjs';
 import contended from './scenarios/contended.mjs';
 import contendedApart from './scenarios/contended-apart.mjs';
@@ -21,6 +21,7 @@ import footprint, { FOOTPRINT_LOCKS } from './scenarios/footprint.mjs';
 import limit from './scenarios/limit.mjs';
 import memory from './scenarios/memory.mjs';
 import parallel from './scenarios/parallel.mjs';
+import parallelSplit from './scenarios/parallel-split.mjs';
 import postgres from './scenarios/postgres.mjs';
 import redlock from './scenarios/redlock.mjs';
 import rwlock from './scenarios/rwlock.mjs';
@@ -31,6 +32,7 @@ import { startRedis } from './server.mjs';
 const SCENARIOS = [
   serial,
   parallel,
+  parallelSplit,
   limit,
   contended,
   contendedApart,
@@ -75,7 +77,9 @@ function parseOptions() {
   const mode = values.quick ? MODES.quick : MODES.full;
   const scenarioNames = list(values.scenario) ?? SCENARIOS.map((s) => s.name);
   const libNames = list(values.libs) ?? LIBRARIES.map((l) => l.name);
-  if (!['cpu0', 'none'].includes(values.pin)) throw new Error(`--pin must be cpu0 or none, got ${values.pin}`);
+  if (!['cpu0', 'split', 'none'].includes(values.pin)) {
+    throw new Error(`--pin must be cpu0, split or none, got ${values.pin}`);
+  }
   for (const name of scenarioNames) {
     if (!SCENARIOS.some((s) => s.name === name)) throw new Error(`unknown --scenario ${name}`);
   }
@@ -146,6 +150,12 @@ async function machine(admin) {
       ['redlock', '@sesamecare-oss/redlock', 'redis-semaphore', 'redlock-universal'].map((n) => [n, packageVersion(n)]),
     ),
   };
+}
+
+/** Pin node and the servers as `--pin` says (bench/placement.mjs), and say where they run. */
+function placed(pin, servers) {
+  if (pin === 'none') return 'not pinned (--pin none)';
+  return (pin === 'split' ? pinSplit : pinToOneCpu)(servers.map((s) => s.pid));
 }
 
 /** Who takes part in a scenario: the libraries it names (or all), or its own fixed contestants. */
@@ -227,7 +237,7 @@ async function main() {
         scenarios: options.scenarios.map((s) => s.name),
         libraries: options.libraries.map((l) => l.name),
       },
-      placement: options.pin === 'none' ? 'not pinned (--pin none)' : pinToOneCpu(servers.map((s) => s.pid)),
+      placement: placed(options.pin, servers),
     };
     const results = Object.fromEntries(
       options.scenarios.map((s) => [
@@ -247,11 +257,15 @@ async function main() {
     const repeated = options.scenarios.filter((s) => !s.once);
     for (let round = 1; round <= options.rounds; round++) {
       for (const scenario of repeated) {
+        // A scenario with a placement of its own (parallel-split) runs in it, beside the run's cpu0.
+        const moved = scenario.placement !== undefined && options.pin === 'cpu0';
+        if (moved) placed(scenario.placement, servers);
         for (const contestant of shuffled(contestants(scenario, options.libraries))) {
           const metrics = await runOne(scenario, contestant, ctx);
           results[scenario.name].contestants[contestant.name].push(metrics);
           log(`[round ${round}/${options.rounds}] ${scenario.name} ${contestant.name}: ${brief(metrics)}`);
         }
+        if (moved) placed(options.pin, servers);
       }
     }
     for (const scenario of options.scenarios.filter((s) => s.once)) {

@@ -11,7 +11,15 @@ const ROWS = {
   'one write (pg.Pool)': 'one write (pool)',
   'leasehold (pg.Client)': 'leasehold (client)',
   'leasehold (pg.Pool)': 'leasehold (pool)',
+  "leasehold's statements (pg.Client, floor)": "leasehold's statements (client)",
+  "leasehold's statements (pg.Pool, floor)": "leasehold's statements (pool)",
 };
+/**
+ * The placements the rows are measured in, each a run of postgres-cycle.mjs of its own: the run's
+ * (node and the server on CPU 0), then node and the server on CPUs of their own (`--pin split`), as
+ * an application and its database on machines of their own. The second's rows end with SPLIT.
+ */
+export const SPLIT = ', CPUs apart';
 
 /**
  * A full run times each row 2,000 ms in 7 rounds, whatever the Redis scenarios take: leasehold's
@@ -19,7 +27,7 @@ const ROWS = {
  */
 const FULL = { rounds: 7, duration: 2_000 };
 
-function cycleRun(ctx) {
+function cycleRun(ctx, pin) {
   if (!process.env.BENCH_POSTGRES_URL && !process.env.LEASEHOLD_PG_BIN && !existsSync('/usr/lib/postgresql')) {
     return Promise.resolve({ unavailable: 'no PostgreSQL server binaries (/usr/lib/postgresql)' });
   }
@@ -28,7 +36,7 @@ function cycleRun(ctx) {
   const { rounds, duration } = ctx.mode === 'full' ? FULL : ctx;
   const args = [SCRIPT, '--rounds', String(rounds), '--duration', String(duration), '--json', out];
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...args, '--pin', ctx.pin], { maxBuffer: 1 << 20 }, (error, _stdout, stderr) => {
+    execFile(process.execPath, [...args, '--pin', pin], { maxBuffer: 1 << 20 }, (error, _stdout, stderr) => {
       try {
         if (error) reject(new Error(`postgres-cycle.mjs failed: ${stderr.trim().split('\n').pop() || error.message}`));
         else resolve(JSON.parse(readFileSync(out, 'utf8')));
@@ -50,9 +58,9 @@ export default {
   name: 'postgres',
   title: 'PostgreSQL: one loop, acquire + release on one name, against one write on the same server',
   once: true,
-  contestants: Object.keys(ROWS),
+  contestants: [...Object.keys(ROWS), ...Object.keys(ROWS).map((name) => name + SPLIT)],
   timeLimitMs: (ctx) =>
-    Math.max(ctx.rounds, FULL.rounds) * 4 * (Math.max(ctx.duration, FULL.duration) + 1_000) + 120_000,
+    2 * Math.max(ctx.rounds, FULL.rounds) * 6 * (Math.max(ctx.duration, FULL.duration) + 1_000) + 120_000,
   metrics: [
     { key: 'rate', label: 'ops/s', better: 'higher', digits: 0 },
     { key: 'p50', label: 'p50 µs', better: 'lower', digits: 0 },
@@ -63,9 +71,15 @@ export default {
     { key: 'same', label: '÷ write, same backend', better: 'lower', digits: 2 },
   ],
   async run(contestant, ctx) {
-    ctx.postgresCycle ??= cycleRun(ctx);
-    const result = await ctx.postgresCycle;
+    const split = contestant.name.endsWith(SPLIT);
+    if (split && ctx.pin !== 'cpu0') {
+      return { unavailable: `measured on CPUs apart only beside --pin cpu0 (this run: ${ctx.pin})` };
+    }
+    ctx.postgresCycle ??= {};
+    const pin = split ? 'split' : ctx.pin;
+    ctx.postgresCycle[pin] ??= cycleRun(ctx, pin);
+    const result = await ctx.postgresCycle[pin];
     if (result.unavailable) return { unavailable: result.unavailable };
-    return result.rows[ROWS[contestant.name]];
+    return result.rows[ROWS[split ? contestant.name.slice(0, -SPLIT.length) : contestant.name]];
   },
 };
