@@ -45,7 +45,7 @@ const SCENARIOS = [
 ];
 const DEFAULT_OUT = new URL('./results/', import.meta.url).pathname;
 
-/** Sized so that a full run takes about 13 minutes on a 2-core machine (PostgreSQL's two runs included), and --quick under one. */
+/** Sized so that a full run takes about 13 minutes on a 2-core machine, and --quick under one. */
 const MODES = {
   full: { rounds: 5, duration: 1200, memoryCycles: 1_000_000, footprintLocks: FOOTPRINT_LOCKS.full },
   quick: { rounds: 1, duration: 300, memoryCycles: 30_000, footprintLocks: FOOTPRINT_LOCKS.quick },
