@@ -179,8 +179,8 @@ function brief(metrics) {
 
 /**
  * A replica of the server on `port`, attached only while a library that waits for it runs: the
- * other libraries' writes are not copied to a replica beside them on the same CPU, which would cost
- * each in proportion to what it writes.
+ * server does not copy the other libraries' writes to it, which would cost each in proportion to
+ * what it writes.
  */
 function replicaOf(admin, port) {
   return {
@@ -222,22 +222,21 @@ async function main() {
   const servers = [];
   const admins = [];
   const extra = [];
+  let replica;
   try {
     for (let i = 0; i < needsNodes; i++) servers.push(await startRedis());
     for (const server of servers) admins.push(await connectAdmin(server.port));
     // A library that waits for a replica gets one, beside the first server, while its turn lasts.
-    let replica;
     if (options.libraries.some((l) => l.replica)) {
       const server = await startRedis();
       extra.push(server);
       replica = replicaOf(await connectAdmin(server.port), servers[0].port);
-      admins.push(replica.admin);
     }
     const ctx = {
       port: servers[0].port,
       ports: servers.map((s) => s.port),
       admin: admins[0],
-      admins: admins.slice(0, servers.length),
+      admins,
       replica,
       duration: options.duration,
       memoryCycles: options.memoryCycles,
@@ -302,7 +301,7 @@ async function main() {
     });
     log(`${meta.elapsedSeconds} s; wrote ${written.join(', ')}`);
   } finally {
-    await closeAll(admins);
+    await closeAll(replica ? [...admins, replica.admin] : admins);
     await Promise.all([...servers, ...extra].map((s) => s.stop()));
   }
 }
