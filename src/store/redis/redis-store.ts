@@ -212,12 +212,13 @@ export class RedisStore
    * A waiter that queued through this store may have been granted the lock outright: kept for its
    * next acquire. If it does not wait here (it gave up meanwhile, and its leave did not reach the
    * server), the grant is given back at once, so it costs the others no more than a reservation
-   * would. A release that woke a waiter here answers on the next turn of
-   * the event loop: the waiter's way to the lock (promise steps only) runs first, rather than
-   * interleaved with whatever the releasing caller does next.
+   * would. A direct grant whose message names only waiters that queued here is not published
+   * (`published` false): told from the reply alone, with no echo to drop. A release that woke a
+   * waiter here answers on the next turn of the event loop: the waiter's way to the lock (promise
+   * steps only) runs first, rather than interleaved with whatever the releasing caller does next.
    */
   #release(name: string, owner: string, sentAt: number): Promise<Port.ReleaseReply> {
-    return this.#call(SCRIPTS.release, name, owner, ({ outcome, told, granted }) => {
+    return this.#call(SCRIPTS.release, name, owner, ({ outcome, told, granted, published }) => {
       if (told.length === 0) {
         if (outcome === 'released') this.#quiet.note(name);
         return outcome;
@@ -232,7 +233,10 @@ export class RedisStore
         }
         const handOff = decodeHandOff(message);
         const woken = handOff.woken as string;
-        if (hub?.deliverOnce(channel, message, () => handOff, true)) {
+        const here = published
+          ? hub?.deliverOnce(channel, message, () => handOff, true)
+          : hub?.deliver(channel, handOff);
+        if (here) {
           this.#grants.keep(name, woken, { fence: granted, since: sentAt });
           woke = true;
         } else {

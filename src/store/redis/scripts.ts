@@ -235,27 +235,35 @@ export interface Released {
   readonly told: readonly string[];
   /** The fencing token of the lock granted directly to the first waiter told, or null. */
   readonly granted: number | null;
+  /**
+   * Whether `told` was published too (and so comes back on the subscriber connection): false for
+   * a direct grant whose messages name only waiters that queued through the releasing store.
+   */
+  readonly published: boolean;
 }
 
 const releaseCodes: Decoder<Released> = (() => {
   const NONE: readonly string[] = Object.freeze([]);
   const plain = {
-    released: Object.freeze({ outcome: 'released', told: NONE, granted: null }),
-    expired: Object.freeze({ outcome: 'expired', told: NONE, granted: null }),
+    released: Object.freeze({ outcome: 'released', told: NONE, granted: null, published: false }),
+    expired: Object.freeze({ outcome: 'expired', told: NONE, granted: null, published: false }),
   } as const;
   const released = (outcome: 'released' | 'expired', reply: readonly unknown[]): Released => {
     if (reply.length === 1) return plain[outcome];
     const told = reply.slice(1);
+    // 'here' after a direct grant's token: the messages were not published.
+    const published = !(told.at(-1) === 'here' && typeof told.at(-2) === 'number');
+    if (!published) told.pop();
     const last = told.at(-1);
     const granted = last === undefined || typeof last === 'string' ? null : integer(told.pop());
     if (!told.every((m): m is string => typeof m === 'string')) throw new BadReply();
     if (granted !== null && told.length === 0) throw new BadReply();
-    return { outcome, told, granted };
+    return { outcome, told, granted, published };
   };
   return byCode<Released>({
     1: (r) => released('released', r),
     0: (r) => released('expired', r),
-    [-1]: () => ({ outcome: 'not-owner', told: NONE, granted: null }),
+    [-1]: () => ({ outcome: 'not-owner', told: NONE, granted: null, published: false }),
   });
 })();
 

@@ -118,37 +118,74 @@ describe('direct grant to a waiter of the releasing instance', () => {
     expect(await next.release()).toBe(true);
   });
 
-  it('the waiters behind are told the grant’s lease, not asked to try again; one whose holder dies is let in once it runs out', async () => {
+  /** PUBLISH commands the server ran since its stats were reset. */
+  const publishes = () => commandCalls(redis.admin, 'publish');
+
+  it('a grant whose message names only waiters here is not published: the reply tells them, and nobody asks again', async () => {
     const prefix = randomPrefix();
-    // A short commandTimeout bounds the one attempt the second waiter makes, far inside its park.
-    const commandTimeout = 400;
-    const a = instance(prefix, redis.server.port, commandTimeout);
-    const ttl = 600;
-    const held = await a.acquire('t', { ttl: 30_000 });
-    // The first waiter takes a short lease it never releases (its holder dies holding it).
-    const first = a.acquire('t', { ttl, autoExtend: false, wait: 10_000 });
-    await waitFor(async () => (await queued(prefix, 't')) === 1);
-    const second = a.acquire('t', { ttl: 30_000, wait: 10_000 });
-    second.catch(() => undefined);
-    await waitFor(async () => (await queued(prefix, 't')) === 2);
+    const a = instance(prefix);
+    const held = await a.acquire('q', { ttl: 30_000 });
+    const first = a.acquire('q', { ttl: 30_000, wait: 10_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 1);
+    const second = a.acquire('q', { ttl: 30_000, wait: 10_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 2);
     await sleep(200);
     await redis.admin.config('RESETSTAT');
-    const releasedAt = now();
     expect(await held.release()).toBe(true);
-    const dying = await first;
-    // The release was the only call while the lease lasts: nobody behind asked again.
-    await sleep(ttl / 2);
+    const next = await first;
+    await sleep(200);
+    // The release was the only call, and it published nothing: the second waiter, named in the
+    // reply, sleeps on the grant's lease.
+    expect(await publishes()).toBe(0);
     expect(await fcalls()).toBe(1);
-    const next = await second;
-    const after = now() - releasedAt;
-    expect(next.fencingToken).toBeGreaterThan(dying.fencingToken);
-    expect(after).toBeGreaterThanOrEqual(ttl - (ttl * 0.01 + 2));
-    // Let in once the lease could have run out (plus one attempt), not when its park, bounded by
-    // the 30 s lease it was refused by, would end (maxPark after its last try).
-    expect(after).toBeLessThan(ttl + DEFAULTS.expiryMargin + commandTimeout);
-    expect(ttl + DEFAULTS.expiryMargin + commandTimeout).toBeLessThan(DEFAULTS.maxPark);
-    await next.release();
+    expect(await next.release()).toBe(true);
+    const last = await second;
+    expect(last.fencingToken).toBeGreaterThan(next.fencingToken);
+    await last.release();
   });
+
+  // Behind a waiter here, the next waiter of this instance is told from the reply alone (nothing
+  // published); one of another instance hears the published message. Either way it sleeps on the
+  // grant's lease: unpublished, the other instance's would sleep on the 30 s lease before.
+  it.each([
+    { behind: 'here', published: 0 },
+    { behind: 'in another instance', published: 1 },
+  ])(
+    'the waiters behind ($behind) are told the grant’s lease, not asked to try again; one whose holder dies is let in once it runs out',
+    async ({ behind, published }) => {
+      const prefix = randomPrefix();
+      // A short commandTimeout bounds the one attempt the second waiter makes, far inside its park.
+      const commandTimeout = 400;
+      const a = instance(prefix, redis.server.port, commandTimeout);
+      const b = behind === 'here' ? a : instance(prefix, redis.server.port, commandTimeout);
+      const ttl = 600;
+      const held = await a.acquire('t', { ttl: 30_000 });
+      // The first waiter takes a short lease it never releases (its holder dies holding it).
+      const first = a.acquire('t', { ttl, autoExtend: false, wait: 10_000 });
+      await waitFor(async () => (await queued(prefix, 't')) === 1);
+      const second = b.acquire('t', { ttl: 30_000, wait: 10_000 });
+      second.catch(() => undefined);
+      await waitFor(async () => (await queued(prefix, 't')) === 2);
+      await sleep(200);
+      await redis.admin.config('RESETSTAT');
+      const releasedAt = now();
+      expect(await held.release()).toBe(true);
+      const dying = await first;
+      expect(await publishes()).toBe(published);
+      // The release was the only call while the lease lasts: nobody behind asked again.
+      await sleep(ttl / 2);
+      expect(await fcalls()).toBe(1);
+      const next = await second;
+      const after = now() - releasedAt;
+      expect(next.fencingToken).toBeGreaterThan(dying.fencingToken);
+      expect(after).toBeGreaterThanOrEqual(ttl - (ttl * 0.01 + 2));
+      // Let in once the lease could have run out (plus one attempt), not when its park, bounded by
+      // the 30 s lease it was refused by, would end (maxPark after its last try).
+      expect(after).toBeLessThan(ttl + DEFAULTS.expiryMargin + commandTimeout);
+      expect(ttl + DEFAULTS.expiryMargin + commandTimeout).toBeLessThan(DEFAULTS.maxPark);
+      await next.release();
+    },
+  );
 
   it('its validity counts from before the release was sent, so it never outlasts the server’s lease', async () => {
     const prefix = randomPrefix();

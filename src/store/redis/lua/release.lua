@@ -23,13 +23,17 @@
 --          0   expired: no lock at all, or handed on already
 --          -1  not-owner: another owner holds the lock; it is left alone
 --          When the release woke waiters, 1 and 0 come first in an array: after them the messages
---          the hand-on published ('' alone for an announcement), so the caller's own waiters are
+--          the hand-on sent ('' alone for an announcement), so the caller's own waiters are
 --          woken from the reply, then the fencing token of a direct grant to the first waiter
---          named, if it made one.
+--          named, if it made one, and after that 'here' if the messages were not published
+--          (every waiter they name queued from ARGV[6]: only the caller has them to tell).
 local code, told, token = end_lease(lock_get(KEYS[1]), KEYS[1], ARGV[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if told and #told > 0 then
   if token then
     told[#told + 1] = token
+    if told.here then
+      told[#told + 1] = 'here'
+    end
   end
   return {code, unpack(told)}
 end

@@ -98,41 +98,63 @@ local function summon(alive, next, now_ms, ms)
   end
 end
 
--- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or '': the
--- first live one (dead ones ahead of it dropped, as first_live does) and the live among the four
--- behind it. The first five and their entries are read in two calls; only a dead head costs more.
-local function following(waiters, alive, now_ms)
+-- The queue's first `n` waiters and their liveness entries, read in two calls, the first of them
+-- live (dead ones ahead of it dropped, as first_live drops them; only a dead head costs more), or
+-- {} when nobody live is queued.
+local function window(waiters, alive, now_ms, n)
   local heads, entries
   for _ = 1, 2 do
-    heads = members({}, 'ZRANGE', waiters, 0, 4)
+    heads = members({}, 'ZRANGE', waiters, 0, n - 1)
     if #heads == 0 then
-      return ''
+      return heads
     end
     entries = members({}, 'HMGET', alive, unpack(heads))
     if waiter_of(entries[1]) >= now_ms then
-      break
+      return heads, entries
     end
-    -- A dead head: first_live drops it (and the dead behind it), then the five are read again.
+    -- A dead head: first_live drops it (and the dead behind it), then the window is read again.
     if first_live(waiters, alive, now_ms, false) == '' then
-      return ''
+      return {}
     end
   end
-  local next, after = heads[1], 0
-  for i = 2, #heads do
+  return heads, entries
+end
+
+-- '<next> [<then> <then>]': heads[i] (live) and the live among the four behind it, at most two;
+-- and whether every one of them queued from `room` (nil: none is taken to have).
+local function named_from(heads, entries, i, now_ms, room)
+  local _, _, _, _, from = waiter_of(entries[i])
+  local next, after, here = heads[i], 0, room ~= nil and from == room
+  for j = i + 1, math.min(#heads, i + 4) do
     if after == 2 then
       break
     end
-    if waiter_of(entries[i]) >= now_ms then
-      next = next .. ' ' .. heads[i]
+    local deadline, _, _, _, of = waiter_of(entries[j])
+    if deadline >= now_ms then
+      next = next .. ' ' .. heads[j]
       after = after + 1
+      here = here and of == room
     end
   end
-  return next
+  return next, here
+end
+
+-- Up to three live waiters at the head of the queue, as '<next> [<then> <then>]', or '': the
+-- first live one (dead ones ahead of it dropped, as first_live does) and the live among the four
+-- behind it.
+local function following(waiters, alive, now_ms)
+  local heads, entries = window(waiters, alive, now_ms, 5)
+  if #heads == 0 then
+    return ''
+  end
+  return named_from(heads, entries, 1, now_ms)
 end
 
 -- Tell each waiter in `woken` it was woken, one message each; the last names `next` after it.
--- returns  the messages published, in order (none when `publish` is '')
-local function tell(publish, channel, woken, next)
+-- `here`: every waiter named queued through the releasing store, which tells them from the
+-- release's reply (a grant outright, see hand_on): nothing is published, and the list says so.
+-- returns  the messages, in order (none when `publish` is ''), with `here` set when unpublished
+local function tell(publish, channel, woken, next, here)
   local told = {}
   if publish == '' then
     return told
@@ -141,6 +163,10 @@ local function tell(publish, channel, woken, next)
     told[i] = woken[i]
   end
   told[#woken] = next ~= '' and woken[#woken] .. ' ' .. next or woken[#woken]
+  if here then
+    told.here = true
+    return told
+  end
   for i = 1, #told do
     redis.call(publish, channel, told[i])
   end
@@ -194,30 +220,41 @@ end
 -- to its limit): the lock is reserved for all of them, and each is told in a message of its own.
 -- With nobody to wake, the lock is simply deleted, and '' is published only when `announce` is '1'
 -- (for waiters that do not queue, as Redlock's): the messages published are then {''}.
--- `room` (nil or '' for none): the releasing store's own mark. An exclusive waiter at the head that queued from that same room (the releasing
--- instance's own, alive as it runs this release) is granted the lock outright instead, with its
--- own ttl and the next fencing token (recorded with its own instance and retention); the caller
--- tells it from the reply, without another round trip. The message names the waiters behind it as
--- any hand-off does and ends with ' =<ttl>', the grant's lease: they retry once it could have run
--- out rather than after a reservation, and nobody is summoned (the lock is held, not reserved).
+-- `room` (nil or '' for none): the releasing store's own mark. An exclusive waiter at the head
+-- that queued from that same room (the releasing instance's own, alive as it runs this release) is
+-- granted the lock outright instead, with its own ttl and the next fencing token (recorded with its
+-- own instance and retention); the caller tells it from the reply, without another round trip. The
+-- message names the waiters behind it as any hand-off does and ends with ' =<ttl>', the grant's
+-- lease: they retry once it could have run out rather than after a reservation, and nobody is
+-- summoned (the lock is held, not reserved). When every waiter it names queued from that room too,
+-- it is not published at all: the caller tells them from the reply as well (tell's `here`).
 -- `mark` (or nil): the releasing owner's mark, '|<owner>', which a grant outright writes after the
 -- grant it records (issue, lib/lease.lua): a re-sent release still finds its own release.
--- returns  the (first) owner token woken, or ''; the messages published (a list: those naming
---          waiters, or {''} for an announcement); and the fencing token of a grant outright (or nil)
+-- returns  the (first) owner token woken, or ''; the messages (a list: those naming waiters, or
+--          {''} for an announcement; `here` when unpublished); and the token of a grant outright
 local function hand_on(lock, waiters, alive, publish, channel, ms, announce, room, mark)
-  local woken, next = {}, ''
-  local now_us, stamp, now_ms, ttl, retention, from, instance
-  if members(0, 'EXISTS', waiters) == 1 then
-    now_us, stamp = server_now()
-    now_ms = math.floor(now_us / 1000)
-    local head, kind
-    head, kind, ttl, retention, from, instance = first_live(waiters, alive, now_ms, true)
-    if head ~= '' then
-      woken[1] = head
-      if kind ~= '' then
-        local limit = tonumber(string.sub(kind, 2))
-        pop_kind(waiters, alive, now_ms, kind, (limit == 0 and MAX_ADMITTED or limit) - 1, woken)
-      end
+  local woken, next, here = {}, '', false
+  local now_us, stamp = server_now()
+  local now_ms = math.floor(now_us / 1000)
+  local ttl, retention, from, instance
+  -- The head and the five behind it, in two calls: an exclusive head and a live one right behind
+  -- it name the hand-off's next waiters from this one read.
+  local heads, entries = window(waiters, alive, now_ms, 6)
+  if #heads > 0 then
+    local head, deadline, kind = heads[1], nil, nil
+    deadline, kind, ttl, retention, from, instance = waiter_of(entries[1])
+    woken[1] = head
+    members(0, 'ZREM', waiters, head)
+    members(0, 'HDEL', alive, head)
+    if kind ~= '' then
+      local limit = tonumber(string.sub(kind, 2))
+      pop_kind(waiters, alive, now_ms, kind, (limit == 0 and MAX_ADMITTED or limit) - 1, woken)
+      next = following(waiters, alive, now_ms)
+    elseif #heads == 1 then
+      here = true
+    elseif waiter_of(entries[2]) >= now_ms then
+      next, here = named_from(heads, entries, 2, now_ms, room)
+    else
       next = following(waiters, alive, now_ms)
     end
   end
@@ -234,7 +271,7 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
     local token = issue(lock, now_us, stamp, 0, instance, retention, mark)
     -- Those behind were refused by the lease just released: told this one's length, none of them
     -- sleeps on the old one if this lease runs out unreleased.
-    return woken[1], tell(publish, channel, woken, next == '' and '' or next .. ' =' .. ttl), token
+    return woken[1], tell(publish, channel, woken, next == '' and '' or next .. ' =' .. ttl, here), token
   end
   lock_set(lock, '~' .. table.concat(woken, ' ') .. (next == '' and '' or '*'), ms)
   if publish ~= '' then
@@ -266,15 +303,14 @@ end
 -- were dropped) cannot be written again while its slot migrates (members): the caller is then
 -- left out, and its next try, on whichever node then has the slot, queues it.
 local function enqueue(lock, waiters, alive, owner, now_us, lease, kind)
-  if members(false, 'ZSCORE', waiters, owner) == false then
-    local score = now_us
-    local last = members({}, 'ZRANGE', waiters, -1, -1, 'WITHSCORES')
-    if last[2] and tonumber(last[2]) >= score then
-      score = tonumber(last[2]) + 1
-    end
-    if members(false, 'ZADD', waiters, int(score), owner) == false then
-      return
-    end
+  local score = now_us
+  local last = members({}, 'ZRANGE', waiters, -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= score then
+    score = tonumber(last[2]) + 1
+  end
+  -- NX: a waiter queued already keeps its place.
+  if members(false, 'ZADD', waiters, 'NX', int(score), owner) == false then
+    return
   end
   local entry = int(math.floor(now_us / 1000) + lease)
   if kind and kind ~= '' then
