@@ -42,6 +42,16 @@ local function waiter_of(entry)
   return tonumber(deadline) or 0, kind or ''
 end
 
+-- A liveness entry's deadline in ms (0 for false), and nothing else of it: cheaper than waiter_of.
+local function deadline_of(entry)
+  return entry and tonumber(string.match(entry, '^%d+')) or 0
+end
+
+-- The room of a liveness entry that may be granted outright (see waiter_of), or nil.
+local function room_of(entry)
+  return entry and string.match(entry, '^%d+ =%d+:%d+:(%S+) ')
+end
+
 -- The first live waiter and its kind (and, see waiter_of, what a grant to it outright needs),
 -- dropping dead ones at the head; `pop` takes it off the queue too. '' when nobody live is queued.
 local function first_live(waiters, alive, now_ms, pop)
@@ -92,7 +102,7 @@ local function summon(alive, next, now_ms, ms)
     i = i + 1
     local entry = members(false, 'HGET', alive, w)
     local by = now_ms + (i + 1) * ms
-    if entry and waiter_of(entry) > by then
+    if entry and deadline_of(entry) > by then
       redis.call('HSET', alive, w, int(by) .. string.match(entry, '^%d+(.*)$'))
     end
   end
@@ -109,7 +119,7 @@ local function window(waiters, alive, now_ms, n)
       return heads
     end
     entries = members({}, 'HMGET', alive, unpack(heads))
-    if waiter_of(entries[1]) >= now_ms then
+    if deadline_of(entries[1]) >= now_ms then
       return heads, entries
     end
     -- A dead head: first_live drops it (and the dead behind it), then the window is read again.
@@ -123,17 +133,15 @@ end
 -- '<next> [<then> <then>]': heads[i] (live) and the live among the four behind it, at most two;
 -- and whether every one of them queued from `room` (nil: none is taken to have).
 local function named_from(heads, entries, i, now_ms, room)
-  local _, _, _, _, from = waiter_of(entries[i])
-  local next, after, here = heads[i], 0, room ~= nil and from == room
+  local next, after, here = heads[i], 0, room ~= nil and room_of(entries[i]) == room
   for j = i + 1, math.min(#heads, i + 4) do
     if after == 2 then
       break
     end
-    local deadline, _, _, _, of = waiter_of(entries[j])
-    if deadline >= now_ms then
+    if deadline_of(entries[j]) >= now_ms then
       next = next .. ' ' .. heads[j]
       after = after + 1
-      here = here and of == room
+      here = here and room_of(entries[j]) == room
     end
   end
   return next, here
@@ -252,7 +260,7 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
       next = following(waiters, alive, now_ms)
     elseif #heads == 1 then
       here = true
-    elseif waiter_of(entries[2]) >= now_ms then
+    elseif deadline_of(entries[2]) >= now_ms then
       next, here = named_from(heads, entries, 2, now_ms, room)
     else
       next = following(waiters, alive, now_ms)
