@@ -15,7 +15,9 @@ export interface Kept {
  * Owns every watchdog deadline of one `Leasehold` instance: a queue ordered by deadline (a binary
  * heap) under one unref'd timer, set for the earliest, so a held lock never keeps a process alive
  * and costs no timer of its own; `stopAll()` stops them all on close. Callbacks never throw into
- * the timer: a failure becomes a lost lease, never an uncaught exception.
+ * the timer: a failure becomes a lost lease, never an uncaught exception. The timer stays set when
+ * the last lease leaves, and fires once with nothing due: a lock taken before then (one loop's next
+ * lock, its deadline later) sets and clears no timer at all.
  */
 export class LeaseKeeper {
   readonly #queue: Kept[] = [];
@@ -49,9 +51,8 @@ export class LeaseKeeper {
       this.#siftUp(slot);
       this.#siftDown(last.slot);
     }
-    // The timer stays set for a deadline now gone (it finds nothing due, and sets itself again),
-    // unless nothing is left to keep.
-    if (this.#queue.length === 0) this.#disarm();
+    // The timer stays set for a deadline now gone: it finds nothing due, and sets itself for the
+    // earliest left, if any.
   }
 
   /** Leases currently kept (tests use this to prove nothing leaks). */

@@ -12,6 +12,8 @@ const LIBRARY = `${ROOT}src/`;
 const STORES = `${ROOT}src/store/`;
 /** Where the calls' deadline timers are set (see TimerWatch.pending). */
 const DEADLINES = 'src/core/timeout.ts';
+/** Where the watchdogs' one timer is set (see TimerWatch.pending). */
+const WATCHDOGS = 'src/core/lease-keeper.ts';
 
 type Timers = Pick<typeof globalThis, 'setTimeout' | 'setInterval' | 'clearTimeout' | 'clearInterval'>;
 
@@ -83,13 +85,16 @@ export class TimerWatch {
    * The files of the library's timers still pending (of `owner` only, if given). An idle deadline
    * timer does not count: the one timer of a store's calls of one duration (src/core/timeout.ts),
    * unref'd while no call waits on it, lasts at most that duration after the last call, or until
-   * close(). While a call waits it is ref'd, and counts. `idle`: count idle deadline timers too.
+   * close(). While a call waits it is ref'd, and counts. Nor does the watchdogs' one timer
+   * (src/core/lease-keeper.ts), always unref'd: while locks are held it is theirs (`held` counts
+   * them), and after the last it lasts until its deadline or close(). `idle`: count both too.
    */
   pending(owner?: unknown, { idle = false }: { readonly idle?: boolean } = {}): string[] {
     const files: string[] = [];
     for (const [handle, timer] of this.#pending) {
       if (owner !== undefined && timer.owner !== owner) continue;
       if (!idle && timer.file === DEADLINES && !(handle as { hasRef(): boolean }).hasRef()) continue;
+      if (!idle && timer.file === WATCHDOGS) continue;
       files.push(timer.file);
     }
     return files.sort();

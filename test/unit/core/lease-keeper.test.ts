@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { now } from '../../../src/core/clock.js';
 import { type Kept, LeaseKeeper } from '../../../src/core/lease-keeper.js';
+import { watchTimers } from '../../harness/leaks.js';
 
 function kept(log: Array<[string, number]>, label: string, onTick?: () => void): Kept {
   return {
@@ -36,6 +37,28 @@ describe('LeaseKeeper', () => {
     expect(log.map(([l]) => l).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
     for (const [label, at] of log) expect(at).toBeGreaterThanOrEqual(due.get(label)! - 1);
     expect(keeper.size).toBe(0);
+  });
+
+  it('a lease kept after the last one left, before the timer fires, sets and clears no timer; the timer then finds nothing due', async () => {
+    const timers = watchTimers();
+    const keeper = new LeaseKeeper();
+    const log: Array<[string, number]> = [];
+    const first = kept(log, 'first');
+    keeper.schedule(first, now() + 30);
+    keeper.cancel(first);
+    expect(timers.pending(undefined, { idle: true })).toEqual(['src/core/lease-keeper.ts']);
+    const set = vi.spyOn(globalThis, 'setTimeout');
+    const clear = vi.spyOn(globalThis, 'clearTimeout');
+    const next = kept(log, 'next');
+    keeper.schedule(next, now() + 60);
+    keeper.cancel(next);
+    expect(set).not.toHaveBeenCalled();
+    expect(clear).not.toHaveBeenCalled();
+    set.mockRestore();
+    clear.mockRestore();
+    await sleep(50);
+    expect(log).toEqual([]);
+    expect(timers.pending(undefined, { idle: true })).toEqual([]);
   });
 
   it('a cancelled or rescheduled lease does not tick at its old deadline', async () => {
