@@ -1,8 +1,9 @@
 /**
  * leasehold's internals (not exported by the package), bundled from src/ with esbuild for a bench
  * that measures below the public API: layers.mjs, the `leasehold's functions (floor)` row of
- * peers.mjs, and postgres-cycle.mjs's statements floor. Built once per process inside the checkout, so the bundle's imports of ioredis and the
- * rest resolve from node_modules; the directory goes when the process exits.
+ * peers.mjs, and postgres-cycle.mjs's statements floor. Built once per process inside the
+ * checkout, so the bundle's imports of ioredis and the rest resolve from node_modules; the
+ * directory goes when the process exits.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';

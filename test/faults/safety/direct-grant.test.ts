@@ -121,29 +121,6 @@ describe('direct grant to a waiter of the releasing instance', () => {
   /** PUBLISH commands the server ran since its stats were reset. */
   const publishes = () => commandCalls(redis.admin, 'publish');
 
-  it('a grant whose message names only waiters here is not published: the reply tells them, and nobody asks again', async () => {
-    const prefix = randomPrefix();
-    const a = instance(prefix);
-    const held = await a.acquire('q', { ttl: 30_000 });
-    const first = a.acquire('q', { ttl: 30_000, wait: 10_000 });
-    await waitFor(async () => (await queued(prefix, 'q')) === 1);
-    const second = a.acquire('q', { ttl: 30_000, wait: 10_000 });
-    await waitFor(async () => (await queued(prefix, 'q')) === 2);
-    await sleep(200);
-    await redis.admin.config('RESETSTAT');
-    expect(await held.release()).toBe(true);
-    const next = await first;
-    await sleep(200);
-    // The release was the only call, and it published nothing: the second waiter, named in the
-    // reply, sleeps on the grant's lease.
-    expect(await publishes()).toBe(0);
-    expect(await fcalls()).toBe(1);
-    expect(await next.release()).toBe(true);
-    const last = await second;
-    expect(last.fencingToken).toBeGreaterThan(next.fencingToken);
-    await last.release();
-  });
-
   // Behind a waiter here, the next waiter of this instance is told from the reply alone (nothing
   // published); one of another instance hears the published message. Either way it sleeps on the
   // grant's lease: unpublished, the other instance's would sleep on the 30 s lease before.

@@ -249,11 +249,11 @@ local function hand_on(lock, waiters, alive, publish, channel, ms, announce, roo
   -- it name the hand-off's next waiters from this one read.
   local heads, entries = window(waiters, alive, now_ms, 6)
   if #heads > 0 then
-    local head, deadline, kind = heads[1], nil, nil
-    deadline, kind, ttl, retention, from, instance = waiter_of(entries[1])
-    woken[1] = head
-    members(0, 'ZREM', waiters, head)
-    members(0, 'HDEL', alive, head)
+    local _, kind
+    _, kind, ttl, retention, from, instance = waiter_of(entries[1])
+    woken[1] = heads[1]
+    members(0, 'ZREM', waiters, woken[1])
+    members(0, 'HDEL', alive, woken[1])
     if kind ~= '' then
       local limit = tonumber(string.sub(kind, 2))
       pop_kind(waiters, alive, now_ms, kind, (limit == 0 and MAX_ADMITTED or limit) - 1, woken)
