@@ -90,3 +90,63 @@ export async function rawFunctionsOn(client, prefix) {
     close: () => store.close(),
   };
 }
+
+/**
+ * leasehold's acquire and release functions on one ioredis client with the least waiting a queue
+ * needs around them, for the contended scenario: a refused caller queues as the store queues it
+ * (from one room, so a release here grants it the lock outright) and waits for the release whose
+ * reply names it; that release hands it the lock at once. No timers, subscription, watchdog or
+ * Lock: every waiter is this process's, so every hand-off comes back in a release's reply. What a
+ * hand-off costs with leasehold's scripts and nothing of its client side. `prefix` keeps its keys
+ * apart; the library is loaded through a store.
+ */
+export async function rawWaitingOn(client, prefix) {
+  const L = await internals();
+  const settings = L.storeSettings({ prefix, instance: 'bench-raw' });
+  const { store } = L.resolveStore(client, { ...settings, onError: () => {} });
+  await store.acquire('raw-warm', { owner: 'raw-warm-owner', ttl: 1_000 });
+  await store.release('raw-warm', 'raw-warm-owner');
+  const room = 'bench-raw-room';
+  const bound = { ...L.boundArgs(settings, room), directRoom: room };
+  const call = (script, name, request) => {
+    const i = script.input(prefix, name, request, 'PUBLISH', bound);
+    return client.fcall(script.fn, i.keys.length, ...i.keys, ...i.args);
+  };
+  /** Refused waiters: owner token → wake(granted outright?). */
+  const parked = new Map();
+  /** Hand-offs that named a waiter before it parked (none are expected: one connection keeps order). */
+  const early = new Map();
+  const handedOn = (owner) => {
+    const granted = early.get(owner);
+    if (granted === undefined) return new Promise((wake) => parked.set(owner, wake));
+    early.delete(owner);
+    return granted;
+  };
+  let n = 0;
+  return {
+    async acquire(name, ttl) {
+      const owner = `${process.pid}-wait-${n++}`;
+      // A first attempt joins the queue when refused; a waiter handed a reservation (not a grant) tries again.
+      for (let queue = 'join'; ; queue = 'member') {
+        if (typeof (await call(L.SCRIPTS.acquire, name, { owner, ttl, queue })) === 'number') return { name, owner };
+        if (await handedOn(owner)) return { name, owner };
+      }
+    },
+    async release({ name, owner }) {
+      // 1, or [1, '<woken> <next>… [=<ttl>]', <token of a grant outright>, 'here'] when it woke a waiter.
+      const reply = await call(L.SCRIPTS.release, name, owner);
+      const code = Array.isArray(reply) ? reply[0] : reply;
+      if (code !== 1) throw new Error(`${name}: the raw release did not release (${code})`);
+      if (!Array.isArray(reply)) return;
+      const woken = String(reply[1]).split(' ')[0];
+      const granted = typeof reply[2] === 'number';
+      const wake = parked.get(woken);
+      if (wake === undefined) early.set(woken, granted);
+      else {
+        parked.delete(woken);
+        wake(granted);
+      }
+    },
+    close: () => store.close(),
+  };
+}

@@ -16,7 +16,7 @@ import { Mutex, RedlockMutex } from 'redis-semaphore';
 import Redlock, { ResourceLockedError } from 'redlock';
 import { Leasehold } from '../dist/index.js';
 import { fencedFloorOn, oneKeyOn, retainedTokenOn } from './fenced-floor.mjs';
-import { rawFunctionsOn } from './internals.mjs';
+import { rawFunctionsOn, rawWaitingOn } from './internals.mjs';
 
 /**
  * redlock-universal asks for Node >= 22 (its `engines`), so as a dev dependency it made `npm ci`
@@ -316,6 +316,27 @@ function rawFunctions() {
   };
 }
 
+/**
+ * leasehold's acquire and release functions with the least waiting around them (internals.mjs):
+ * a refused caller waits for the release whose reply grants it the lock. The contended scenario's
+ * floor: how much of a hand-off is the scripts', and how much the library's client side.
+ */
+function rawWaiting() {
+  let raw;
+  return {
+    name: "leasehold's functions, waiting (floor)",
+    async setup([client]) {
+      raw = await rawWaitingOn(client, 'bench-raw-wait');
+    },
+    acquire: (key, { ttl }) => raw.acquire(key, ttl),
+    release: (held) => raw.release(held),
+    teardown: () => raw.close(),
+  };
+}
+
+/** The scenarios with the uncontended floors beside the libraries. */
+const UNCONTENDED = ['serial', 'parallel', 'parallel-split'];
+
 /** Fresh adapters for one run: nothing carries over from one scenario or round to the next. */
 export const LIBRARIES = [
   { name: 'leasehold', create: () => leasehold() },
@@ -342,9 +363,10 @@ export const LIBRARIES = [
   { name: '@sesamecare-oss/redlock', create: redlockLike('@sesamecare-oss/redlock', SesameRedlock, SesameLocked) },
   { name: 'redis-semaphore', create: redisSemaphore },
   ...(universal ? [{ name: 'redlock-universal', create: redlockUniversal }] : []),
-  { name: 'bare ioredis (floor)', create: bareIoredis, reference: true },
-  { name: 'fenced functions (floor)', create: fencedFloor, reference: true },
-  { name: "leasehold's functions (floor)", create: rawFunctions, reference: true },
+  { name: 'bare ioredis (floor)', create: bareIoredis, reference: true, scenarios: UNCONTENDED },
+  { name: 'fenced functions (floor)', create: fencedFloor, reference: true, scenarios: UNCONTENDED },
+  { name: "leasehold's functions (floor)", create: rawFunctions, reference: true, scenarios: UNCONTENDED },
+  { name: "leasehold's functions, waiting (floor)", create: rawWaiting, reference: true, scenarios: ['contended'] },
   { name: 'retained token (floor)', create: retainedToken, reference: true, scenarios: ['footprint'] },
   {
     name: 'one key per lock (floor)',

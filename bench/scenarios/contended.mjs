@@ -112,6 +112,9 @@ export function contended({ name, title, instances }) {
     name,
     title,
     metrics: METRICS,
+    // With one instance, leasehold's functions with the least waiting around them run beside the
+    // libraries (peers.mjs): every waiter is that instance's, and a release's reply hands it the lock.
+    references: instances === 1,
     run(library, ctx) {
       return withInstances(library, ctx.port, instances, async (locks) => {
         await Promise.all(locks.map((lock) => cycleFor(lock, KEY, warmupMs(ctx.duration) / locks.length)));
