@@ -58,17 +58,26 @@ async function bundle() {
 }
 
 /**
+ * The internals, a store's settings for `prefix`, and a store on `client` that has taken and
+ * released a lock once, so the library of functions is loaded on the server.
+ */
+async function loadedOn(client, prefix) {
+  const L = await internals();
+  const settings = L.storeSettings({ prefix, instance: 'bench-raw' });
+  const { store } = L.resolveStore(client, { ...settings, onError: () => {} });
+  await store.acquire('raw-warm', { owner: 'raw-warm-owner', ttl: 1_000 });
+  await store.release('raw-warm', 'raw-warm-owner');
+  return { L, settings, store };
+}
+
+/**
  * leasehold's acquire and free functions called straight on one ioredis client, with the keys and
  * arguments its Redis store sends for a quiet name (one whose last release woke nobody, as every
  * cycle of a bench loop's is), and nothing of the library around them: what the scripts' work and
  * interface cost. `prefix` keeps its keys apart; the library is loaded through a store.
  */
 export async function rawFunctionsOn(client, prefix) {
-  const L = await internals();
-  const settings = L.storeSettings({ prefix, instance: 'bench-raw' });
-  const { store } = L.resolveStore(client, { ...settings, onError: () => {} });
-  await store.acquire('raw-warm', { owner: 'raw-warm-owner', ttl: 1_000 });
-  await store.release('raw-warm', 'raw-warm-owner');
+  const { L, settings, store } = await loadedOn(client, prefix);
   const bound = L.boundArgs(settings, 'room');
   let n = 0;
   return {
@@ -101,11 +110,7 @@ export async function rawFunctionsOn(client, prefix) {
  * apart; the library is loaded through a store.
  */
 export async function rawWaitingOn(client, prefix) {
-  const L = await internals();
-  const settings = L.storeSettings({ prefix, instance: 'bench-raw' });
-  const { store } = L.resolveStore(client, { ...settings, onError: () => {} });
-  await store.acquire('raw-warm', { owner: 'raw-warm-owner', ttl: 1_000 });
-  await store.release('raw-warm', 'raw-warm-owner');
+  const { L, settings, store } = await loadedOn(client, prefix);
   const room = 'bench-raw-room';
   const bound = { ...L.boundArgs(settings, room), directRoom: room };
   const call = (script, name, request) => {
