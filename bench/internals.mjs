@@ -104,10 +104,11 @@ export async function rawFunctionsOn(client, prefix) {
  * leasehold's acquire and release functions on one ioredis client with the least waiting a queue
  * needs around them, for the contended scenario: a refused caller queues as the store queues it
  * (from one room, so a release here grants it the lock outright) and waits for the release whose
- * reply names it; that release hands it the lock at once. No timers, subscription, watchdog or
- * Lock: every waiter is this process's, so every hand-off comes back in a release's reply. What a
- * hand-off costs with leasehold's scripts and nothing of its client side. `prefix` keeps its keys
- * apart; the library is loaded through a store.
+ * reply names it; that release hands it the lock at once, and returns on the next turn of the
+ * event loop, once the woken waiter holds the lock (as leasehold's store does). No timers,
+ * subscription, watchdog or Lock: every waiter is this process's, so every hand-off comes back in
+ * a release's reply. What a hand-off costs with leasehold's scripts and nothing of its client
+ * side. `prefix` keeps its keys apart; the library is loaded through a store.
  */
 export async function rawWaitingOn(client, prefix) {
   const { L, settings, store } = await loadedOn(client, prefix);
@@ -150,6 +151,9 @@ export async function rawWaitingOn(client, prefix) {
       else {
         parked.delete(woken);
         wake(granted);
+        // As leasehold's store does: the woken waiter's way to the lock runs first, and the
+        // releasing caller goes on on the next turn of the event loop.
+        await new Promise((resolve) => setImmediate(resolve));
       }
     },
     close: () => store.close(),
