@@ -118,16 +118,12 @@ export async function rawWaitingOn(client, prefix) {
     const i = script.input(prefix, name, request, 'PUBLISH', bound);
     return client.fcall(script.fn, i.keys.length, ...i.keys, ...i.args);
   };
-  /** Refused waiters: owner token → wake(granted outright?). */
+  /**
+   * Refused waiters: owner token → wake(granted outright?). A waiter parks before any release can
+   * name it: its refusal and that release share one connection, so the refusal is answered first.
+   */
   const parked = new Map();
-  /** Hand-offs that named a waiter before it parked (none are expected: one connection keeps order). */
-  const early = new Map();
-  const handedOn = (owner) => {
-    const granted = early.get(owner);
-    if (granted === undefined) return new Promise((wake) => parked.set(owner, wake));
-    early.delete(owner);
-    return granted;
-  };
+  const handedOn = (owner) => new Promise((wake) => parked.set(owner, wake));
   let n = 0;
   return {
     async acquire(name, ttl) {
@@ -147,14 +143,12 @@ export async function rawWaitingOn(client, prefix) {
       const woken = String(reply[1]).split(' ')[0];
       const granted = typeof reply[2] === 'number';
       const wake = parked.get(woken);
-      if (wake === undefined) early.set(woken, granted);
-      else {
-        parked.delete(woken);
-        wake(granted);
-        // As leasehold's store does: the woken waiter's way to the lock runs first, and the
-        // releasing caller goes on on the next turn of the event loop.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+      if (wake === undefined) throw new Error(`${name}: the release named ${woken}, which is not waiting`);
+      parked.delete(woken);
+      wake(granted);
+      // As leasehold's store does: the woken waiter's way to the lock runs first, and the
+      // releasing caller goes on at the next turn of the event loop.
+      await new Promise((resolve) => setImmediate(resolve));
     },
     close: () => store.close(),
   };

@@ -199,6 +199,26 @@ describe('dead and departing waiters', () => {
     await lock.release();
   }, 20_000);
 
+  it('waiters past their liveness at the head of a queue a live waiter keeps are skipped: the release hands the lock to the live one at once', async () => {
+    const prefix = randomPrefix();
+    const a = instance(prefix);
+    const b = instance(prefix);
+    const held = await a.acquire('q', { ttl: 30_000 });
+    await deadWaiters(prefix, 'q', 2);
+    const live = b.acquire('q', { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, 'q')) === 3);
+    // The dead waiters' liveness passes; the live one, trying at least every maxPark, keeps its own
+    // and the queue's keys.
+    await sleep(DEFAULTS.waiterLease + 500);
+    expect(await queued(prefix, 'q')).toBe(3);
+    await held.release();
+    const started = now();
+    const lock = await live;
+    // No reservation for either dead waiter: the release found them dead and passed them by.
+    expect(now() - started).toBeLessThan(DEFAULTS.reservation);
+    await lock.release();
+  }, 20_000);
+
   it('a waiter that times out has left the queue when its LockTimeoutError arrives; the next caller is not kept out', async () => {
     const prefix = randomPrefix();
     const holder = instance(prefix);

@@ -112,22 +112,24 @@ end
 -- live (dead ones ahead of it dropped, as first_live drops them; only a dead head costs more), or
 -- {} when nobody live is queued.
 local function window(waiters, alive, now_ms, n)
-  local heads, entries
-  for _ = 1, 2 do
-    heads = members({}, 'ZRANGE', waiters, 0, n - 1)
-    if #heads == 0 then
-      return heads
-    end
-    entries = members({}, 'HMGET', alive, unpack(heads))
-    if deadline_of(entries[1]) >= now_ms then
-      return heads, entries
-    end
-    -- A dead head: first_live drops it (and the dead behind it), then the window is read again.
-    if first_live(waiters, alive, now_ms, false) == '' then
-      return {}
-    end
+  local heads = members({}, 'ZRANGE', waiters, 0, n - 1)
+  if #heads == 0 then
+    return heads
   end
-  return heads, entries
+  local entries = members({}, 'HMGET', alive, unpack(heads))
+  if deadline_of(entries[1]) >= now_ms then
+    return heads, entries
+  end
+  -- A dead head: first_live drops it (and the dead behind it) and finds the live head, from which
+  -- the window is read again.
+  if first_live(waiters, alive, now_ms, false) == '' then
+    return {}
+  end
+  heads = members({}, 'ZRANGE', waiters, 0, n - 1)
+  if #heads == 0 then
+    return heads
+  end
+  return heads, members({}, 'HMGET', alive, unpack(heads))
 end
 
 -- '<next> [<then> <then>]': heads[i] (live) and the live among the four behind it, at most two;
