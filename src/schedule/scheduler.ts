@@ -59,11 +59,6 @@ export class Scheduler {
     return nodeCronCoordinator(this.#runner, options, this.#host);
   }
 
-  /** Jobs still scheduled (tests use it to prove nothing leaks). */
-  get size(): number {
-    return this.#jobs.size;
-  }
-
   /** Halt every job's timer; runs in progress see their signals abort as close() abandons their locks. */
   close(): void {
     for (const job of [...this.#jobs]) job.halt();

@@ -107,11 +107,6 @@ export class ChannelHub<M = string> {
     };
   }
 
-  /** Channels with at least one listener. */
-  get size(): number {
-    return this.#entries.size;
-  }
-
   clear(): void {
     this.#entries.clear();
   }
