@@ -6,6 +6,7 @@ import {
   ErrorCode,
   Leasehold,
   LockError,
+  LockLostError,
   LockTimeoutError,
   MemoryStore,
   StoreUnavailableError,
@@ -582,6 +583,19 @@ export class World {
     if (error instanceof LockError && error.code === ErrorCode.CLOSED && tracked.slot.closed) return;
     if (error instanceof StoreUnavailableError && this.mayBeUnavailable(tracked)) return;
     this.fail(`${label} rejected with ${describe(error)}`);
+  }
+
+  /**
+   * An extension that was rejected. A hold valid when extended, its call undisturbed, must not be
+   * refused, unless the hold was released while the extension waited: an extension waits for the
+   * watchdog's one in flight, a release sent meanwhile goes first, and the extension then finds the
+   * lease released (`released`: the model released it before the extension settled).
+   */
+  judgeExtend(label: string, error: unknown, tracked: Tracked, wasValid: boolean, released: boolean): void {
+    const releasedFirst = released && error instanceof LockLostError && error.reason === 'released';
+    if (wasValid && !tracked.disturbed && !releasedFirst) {
+      this.fail(`${label}, valid when extended, rejected with ${describe(error)}`);
+    } else this.judgeError(label, error, tracked, { lost: true });
   }
 
   /**

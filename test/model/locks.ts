@@ -5,7 +5,6 @@ import {
   command,
   commonCommands,
   count,
-  describe,
   type Holder,
   type Kind,
   type Size,
@@ -41,6 +40,8 @@ interface Held {
   readonly finish?: () => void;
   /** withLock: the call itself. */
   readonly call?: Promise<unknown>;
+  /** The model released it (or let its withLock work return). */
+  released?: true;
 }
 
 /** An acquisition that waits, with the operation id its store commands are logged under. */
@@ -224,6 +225,7 @@ function release(world: World, h: Held): void {
   const { slot } = h;
   const wasValid = valid(h.lock);
   const label = `release of ${h.holder.label}`;
+  h.released = true;
   if (h.finish) {
     h.finish();
     world.track(label, slot, world.margin, h.call as Promise<unknown>, (r, tr) => {
@@ -289,9 +291,7 @@ export function lockCommands(
         w.margin,
         h.slot.run(() => h.lock.extend()),
         (r, tr) => {
-          if (r.status === 'fulfilled') return;
-          if (wasValid && !tr.disturbed) w.fail(`${label}, valid when extended, rejected with ${describe(r.reason)}`);
-          else w.judgeError(label, r.reason, tr, { lost: true });
+          if (r.status === 'rejected') w.judgeExtend(label, r.reason, tr, wasValid, h.released === true);
         },
       );
     }),

@@ -15,7 +15,6 @@ import {
   params,
   type Size,
   type Slot,
-  describe as show,
   type Timing,
   takeStats,
   VIRTUAL,
@@ -203,9 +202,9 @@ function hold(model: Model, world: World, slot: Slot, options: HoldOptions, pare
         const wasValid = valid(lock) && world.outlastsSlack(lock.expiresIn());
         const what = `extend of ${frame}`;
         world.track(what, slot, world.margin, lock.extend(), (r, tr) => {
-          if (r.status === 'fulfilled') return;
-          if (wasValid && !tr.disturbed) world.fail(`${what}, valid when extended, rejected with ${show(r.reason)}`);
-          else world.judgeError(what, r.reason, tr, { lost: true });
+          // The lease is released once every frame holding it exited.
+          const released = model.holds(lock.owner).length === 0;
+          if (r.status === 'rejected') world.judgeExtend(what, r.reason, tr, wasValid, released);
         });
         continue;
       }
