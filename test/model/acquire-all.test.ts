@@ -12,6 +12,7 @@ import {
   modelProperty,
   onRedisInRealTime,
   params,
+  pick,
   runCommands,
   type Size,
   type Slot,
@@ -297,12 +298,6 @@ function takeCommand(a: TakeArgs): Command<Model> {
   const fixed = a.autoExtend ? '' : ' fixed';
   const text = `Take(${a.slot}, [${a.names.join(',')}], ${a.via}, ttl ${a.ttl}${fixed}, wait ${a.wait}${abort})`;
   return command<Model>(text, (m, w) => take(m, w, a));
-}
-
-/** The k-th of slot `s`'s entries of `list` (wrapping), if it has any. */
-function pick<T extends { slot: Slot }>(list: T[], s: Slot, k: number): T | undefined {
-  const mine = list.filter((x) => x.slot === s);
-  return mine[k % Math.max(1, mine.length)];
 }
 
 function extendCommand(i: number, k: number): Command<Model> {

@@ -904,6 +904,12 @@ export function command<M extends object>(
 
 const slotArb = (slots: number) => fc.nat({ max: slots - 1 });
 
+/** The k-th of `slot`'s entries of `list` (k wrapping round them), if it has any: what a command picks. */
+export function pick<T extends { slot: Slot }>(list: readonly T[], slot: Slot, k: number): T | undefined {
+  const mine = list.filter((x) => x.slot === slot);
+  return mine[k % Math.max(1, mine.length)];
+}
+
 /**
  * The commands every model shares: time, pauses, blocks, the network, closing and killing
  * instances. Kills only on the virtual clock: a killed waiter's queue entry outlives a real run's

@@ -7,6 +7,7 @@ import {
   count,
   type Holder,
   type Kind,
+  pick,
   type Size,
   type Slot,
   type Timing,
@@ -214,11 +215,6 @@ function writerFirst(model: LockModel, world: World, op: number, label: string):
       world.fail(`${label} was granted past ${w.tracked.label}, an exclusive waiter queued before it asked`);
     }
   }
-}
-
-function pick<T extends { slot: Slot }>(list: T[], slot: Slot, k: number): T | undefined {
-  const mine = list.filter((x) => x.slot === slot);
-  return mine[k % Math.max(1, mine.length)];
 }
 
 function release(world: World, h: Held): void {

@@ -278,7 +278,7 @@ describe('the scheduler’s claim checked against a model', () => {
 
   it('negative control: a plain-DEL finish is caught', async () => {
     const broken = spec({ world: { slots: SLOTS, names: [NAME], broken: { plainDel: true } } });
-    // Caught after 68 runs on average (seeds 1–100: at most 321): it needs a lease run out, a
+    // Caught after 68 runs on average (4,000 seeds: at most 557): it needs a lease run out, a
     // claim by another instance, and then the late finish.
     await expectCaught(modelProperty(broken), 2000, /valid holders of job/, 'plain-DEL finish (scheduler)');
   });

@@ -54,6 +54,31 @@ describe('dead and departing waiters', () => {
     await Promise.all(doomed.map((d) => d.kill9()));
   }
 
+  /**
+   * `name` held by one instance, `dead` waiters killed once queued behind it, and a live waiter of
+   * a second instance queued behind them.
+   */
+  async function liveBehindDead(
+    prefix: string,
+    name: string,
+    dead: number,
+  ): Promise<{ held: Lock; live: Promise<Lock> }> {
+    const held = await instance(prefix).acquire(name, { ttl: 30_000 });
+    await deadWaiters(prefix, name, dead);
+    const live = instance(prefix).acquire(name, { ttl: 30_000, wait: 20_000 });
+    await waitFor(async () => (await queued(prefix, name)) === dead + 1);
+    return { held, live };
+  }
+
+  /** Release `held`: `live` holds the lock within one reservation (no dead waiter paid for), then lets it go. */
+  async function handedAtOnce(held: Lock, live: Promise<Lock>): Promise<void> {
+    await held.release();
+    const started = now();
+    const lock = await live;
+    expect(now() - started).toBeLessThan(DEFAULTS.reservation);
+    await lock.release();
+  }
+
   it('a dead waiter handed the lock costs the next waiter one reservation, not its fallback timer', async () => {
     const prefix = randomPrefix();
     const a = instance(prefix);
@@ -79,14 +104,7 @@ describe('dead and departing waiters', () => {
   });
 
   it('two dead waiters in a row cost the live waiter behind them one reservation each, not its fallback timer', async () => {
-    const prefix = randomPrefix();
-    const a = instance(prefix);
-    const b = instance(prefix);
-    const held = await a.acquire('q2', { ttl: 30_000 });
-    await deadWaiter(prefix, 'q2');
-    await deadWaiter(prefix, 'q2');
-    const last = b.acquire('q2', { ttl: 30_000, wait: 20_000 });
-    await waitFor(async () => (await queued(prefix, 'q2')) === 3);
+    const { held, live: last } = await liveBehindDead(randomPrefix(), 'q2', 2);
     await sleep(300);
     // Handed to the first dead waiter; the second is next in line and the live one after it.
     await held.release();
@@ -192,31 +210,18 @@ describe('dead and departing waiters', () => {
     const b = instance(prefix);
     const live = b.acquire('q', { ttl: 30_000, wait: 20_000 });
     await waitFor(async () => (await queued(prefix, 'q')) === 1);
-    await held.release();
-    const started = now();
-    const lock = await live;
-    expect(now() - started).toBeLessThan(DEFAULTS.reservation);
-    await lock.release();
+    await handedAtOnce(held, live);
   }, 20_000);
 
   it('waiters past their liveness at the head of a queue a live waiter keeps are skipped: the release hands the lock to the live one at once', async () => {
     const prefix = randomPrefix();
-    const a = instance(prefix);
-    const b = instance(prefix);
-    const held = await a.acquire('q', { ttl: 30_000 });
-    await deadWaiters(prefix, 'q', 2);
-    const live = b.acquire('q', { ttl: 30_000, wait: 20_000 });
-    await waitFor(async () => (await queued(prefix, 'q')) === 3);
+    const { held, live } = await liveBehindDead(prefix, 'q', 2);
     // The dead waiters' liveness passes; the live one, trying at least every maxPark, keeps its own
     // and the queue's keys.
     await sleep(DEFAULTS.waiterLease + 500);
     expect(await queued(prefix, 'q')).toBe(3);
-    await held.release();
-    const started = now();
-    const lock = await live;
-    // No reservation for either dead waiter: the release found them dead and passed them by.
-    expect(now() - started).toBeLessThan(DEFAULTS.reservation);
-    await lock.release();
+    // No reservation for either dead waiter: the release finds them dead and passes them by.
+    await handedAtOnce(held, live);
   }, 20_000);
 
   it('a waiter that times out has left the queue when its LockTimeoutError arrives; the next caller is not kept out', async () => {

@@ -108,16 +108,20 @@ local function summon(alive, next, now_ms, ms)
   end
 end
 
--- The queue's first `n` waiters and their liveness entries, read in two calls, the first of them
--- live (dead ones ahead of it dropped, as first_live drops them; only a dead head costs more), or
--- {} when nobody live is queued.
-local function window(waiters, alive, now_ms, n)
+-- The queue's first `n` waiters and their liveness entries, in two calls ({} when it is empty).
+local function first_n(waiters, alive, n)
   local heads = members({}, 'ZRANGE', waiters, 0, n - 1)
   if #heads == 0 then
     return heads
   end
-  local entries = members({}, 'HMGET', alive, unpack(heads))
-  if deadline_of(entries[1]) >= now_ms then
+  return heads, members({}, 'HMGET', alive, unpack(heads))
+end
+
+-- first_n, the first of them live (dead ones ahead of it dropped, as first_live drops them; only a
+-- dead head costs more), or {} when nobody live is queued.
+local function window(waiters, alive, now_ms, n)
+  local heads, entries = first_n(waiters, alive, n)
+  if #heads == 0 or deadline_of(entries[1]) >= now_ms then
     return heads, entries
   end
   -- A dead head: first_live drops it (and the dead behind it) and finds the live head, from which
@@ -125,11 +129,7 @@ local function window(waiters, alive, now_ms, n)
   if first_live(waiters, alive, now_ms, false) == '' then
     return {}
   end
-  heads = members({}, 'ZRANGE', waiters, 0, n - 1)
-  if #heads == 0 then
-    return heads
-  end
-  return heads, members({}, 'HMGET', alive, unpack(heads))
+  return first_n(waiters, alive, n)
 end
 
 -- '<next> [<then> <then>]': heads[i] (live) and the live among the four behind it, at most two;
